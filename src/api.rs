@@ -1,0 +1,80 @@
+//! The generated types, clients and servers of the three CRI versions, and each version's schema
+//! as a static table (messages with their field numbers, and RPCs).
+
+/// CRI v1alpha1 (proto package `runtime`, Kubernetes ≤ 1.9).
+pub mod v1alpha1 {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/runtime.rs"));
+}
+
+/// CRI v1alpha2 (proto package `runtime.v1alpha2`, Kubernetes 1.10–1.25).
+pub mod v1alpha2 {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/runtime.v1alpha2.rs"));
+}
+
+/// CRI v1 (proto package `runtime.v1`, Kubernetes 1.20+).
+pub mod v1 {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/runtime.v1.rs"));
+}
+
+/// The compiled descriptors of all three versions (a `FileDescriptorSet`).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cri.fds"));
+
+/// One version's schema: enough to walk wire bytes and to route RPCs.
+#[derive(Debug)]
+pub struct SchemaInfo {
+    pub package: &'static str,
+    pub messages: &'static [MessageInfo],
+    pub rpcs: &'static [RpcInfo],
+}
+
+#[derive(Debug)]
+pub struct MessageInfo {
+    pub name: &'static str,
+    /// Sorted by number.
+    pub fields: &'static [FieldInfo],
+}
+
+#[derive(Debug)]
+pub struct FieldInfo {
+    pub number: u32,
+    pub name: &'static str,
+    /// Index in `SchemaInfo::messages` when the field holds a message (maps excluded).
+    pub message: Option<usize>,
+}
+
+#[derive(Debug)]
+pub struct RpcInfo {
+    /// `RuntimeService` or `ImageService`.
+    pub service: &'static str,
+    pub method: &'static str,
+    pub request: &'static str,
+    pub response: &'static str,
+    pub server_streaming: bool,
+}
+
+impl SchemaInfo {
+    pub fn message_index(&self, name: &str) -> Option<usize> {
+        self.messages.iter().position(|m| m.name == name)
+    }
+
+    pub fn rpc(&self, service: &str, method: &str) -> Option<&'static RpcInfo> {
+        self.rpcs
+            .iter()
+            .find(|r| r.service == service && r.method == method)
+    }
+}
+
+impl MessageInfo {
+    pub fn field(&self, number: u32) -> Option<&'static FieldInfo> {
+        let fields: &'static [FieldInfo] = self.fields;
+        fields
+            .binary_search_by_key(&number, |f| f.number)
+            .ok()
+            .map(|i| &fields[i])
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/tables.rs"));

@@ -1,0 +1,140 @@
+//! The conversion context: where in the message the conversion is, and what it has lost so far.
+
+use super::{Convert, Loss, LossReason};
+use std::borrow::Cow;
+
+/// Carried through one conversion. Paths are kept as a stack of static names and only rendered
+/// into a string when a loss is recorded, so the common case (nothing lost) allocates nothing.
+#[derive(Default, Debug)]
+pub struct Cx {
+    path: Vec<Segment>,
+    losses: Vec<Loss>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Segment {
+    /// A field, as `Message.field`.
+    Field(&'static str),
+    Index(usize),
+}
+
+impl Cx {
+    pub fn new() -> Cx {
+        Cx::default()
+    }
+
+    /// The losses recorded so far.
+    pub fn losses(&self) -> &[Loss] {
+        &self.losses
+    }
+
+    pub fn into_losses(self) -> Vec<Loss> {
+        self.losses
+    }
+
+    /// Converts a singular message field.
+    #[inline]
+    pub fn message<S: Convert<T>, T>(
+        &mut self,
+        field: &'static str,
+        value: Option<S>,
+    ) -> Option<T> {
+        let value = value?;
+        self.path.push(Segment::Field(field));
+        let converted = value.convert(self);
+        self.path.pop();
+        Some(converted)
+    }
+
+    /// Converts a repeated message field.
+    #[inline]
+    pub fn messages<S: Convert<T>, T>(&mut self, field: &'static str, values: Vec<S>) -> Vec<T> {
+        if values.is_empty() {
+            return Vec::new();
+        }
+        self.path.push(Segment::Field(field));
+        let mut out = Vec::with_capacity(values.len());
+        for (i, value) in values.into_iter().enumerate() {
+            self.path.push(Segment::Index(i));
+            out.push(value.convert(self));
+            self.path.pop();
+        }
+        self.path.pop();
+        out
+    }
+
+    /// Converts an enum value by name; a value with no counterpart is a loss (and becomes 0).
+    #[inline]
+    pub fn enum_value(
+        &mut self,
+        field: &'static str,
+        value: i32,
+        map: fn(i32) -> Option<i32>,
+    ) -> i32 {
+        map(value).unwrap_or_else(|| {
+            self.lost(field, LossReason::EnumValue(value));
+            0
+        })
+    }
+
+    /// Converts a repeated enum field; values with no counterpart are losses and are left out.
+    pub fn enum_values(
+        &mut self,
+        field: &'static str,
+        values: Vec<i32>,
+        map: fn(i32) -> Option<i32>,
+    ) -> Vec<i32> {
+        let mut out = Vec::with_capacity(values.len());
+        for value in values {
+            match map(value) {
+                Some(v) => out.push(v),
+                None => self.lost(field, LossReason::EnumValue(value)),
+            }
+        }
+        out
+    }
+
+    /// Records that `field` (as `Message.field`) was set and could not be carried.
+    pub fn lost(&mut self, field: &'static str, reason: LossReason) {
+        let path = self.render(field_name(field));
+        self.losses.push(Loss {
+            path,
+            field: Cow::Borrowed(field),
+            reason,
+        });
+    }
+
+    /// Records a loss found outside a typed conversion (the wire scan for unknown fields).
+    pub fn push_loss(&mut self, loss: Loss) {
+        self.losses.push(loss);
+    }
+
+    fn render(&self, last: &str) -> String {
+        let mut path = String::new();
+        for segment in &self.path {
+            match segment {
+                Segment::Field(f) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(field_name(f));
+                }
+                Segment::Index(i) => {
+                    path.push('[');
+                    path.push_str(&i.to_string());
+                    path.push(']');
+                }
+            }
+        }
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(last);
+        path
+    }
+}
+
+/// `Message.field` → `field`.
+fn field_name(qualified: &str) -> &str {
+    qualified.rsplit('.').next().unwrap_or(qualified)
+}

@@ -1,0 +1,105 @@
+//! Seccomp and AppArmor intent in its two forms: the deprecated strings (`runtime/default`,
+//! `unconfined`, `localhost/<ref>`) and the `SecurityProfile` message that v1alpha2 (Kubernetes
+//! 1.20+) and v1 add beside them. Runtimes prefer the message; older ones read only the string.
+
+use crate::api::{v1, v1alpha2};
+
+/// Which kind of profile a string names: they share forms, except `docker/default` (seccomp only).
+#[derive(Clone, Copy)]
+pub enum ProfileKind {
+    Seccomp,
+    AppArmor,
+}
+
+/// A profile in version-independent form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Profile {
+    RuntimeDefault,
+    Unconfined,
+    Localhost(String),
+}
+
+impl Profile {
+    /// Reads the string form; `None` for the empty string or a form with no profile equivalent.
+    pub fn parse(kind: ProfileKind, s: &str) -> Option<Profile> {
+        match s {
+            "runtime/default" => Some(Profile::RuntimeDefault),
+            "docker/default" if matches!(kind, ProfileKind::Seccomp) => {
+                Some(Profile::RuntimeDefault)
+            }
+            "unconfined" => Some(Profile::Unconfined),
+            _ => s
+                .strip_prefix("localhost/")
+                .map(|r| Profile::Localhost(r.to_string())),
+        }
+    }
+
+    pub fn to_string_form(&self) -> String {
+        match self {
+            Profile::RuntimeDefault => "runtime/default".to_string(),
+            Profile::Unconfined => "unconfined".to_string(),
+            Profile::Localhost(r) => format!("localhost/{r}"),
+        }
+    }
+}
+
+/// The `SecurityProfile` message of one version.
+pub trait ProfileMessage {
+    /// `None` when the profile type is not one we know.
+    fn profile(&self) -> Option<Profile>;
+    fn from_profile(profile: Profile) -> Self;
+}
+
+macro_rules! profile_message {
+    ($($version:ident),*) => {$(
+        impl ProfileMessage for $version::SecurityProfile {
+            fn profile(&self) -> Option<Profile> {
+                use $version::security_profile::ProfileType;
+                match ProfileType::try_from(self.profile_type).ok()? {
+                    ProfileType::RuntimeDefault => Some(Profile::RuntimeDefault),
+                    ProfileType::Unconfined => Some(Profile::Unconfined),
+                    ProfileType::Localhost => Some(Profile::Localhost(self.localhost_ref.clone())),
+                }
+            }
+
+            fn from_profile(profile: Profile) -> Self {
+                use $version::security_profile::ProfileType;
+                let (profile_type, localhost_ref) = match profile {
+                    Profile::RuntimeDefault => (ProfileType::RuntimeDefault, String::new()),
+                    Profile::Unconfined => (ProfileType::Unconfined, String::new()),
+                    Profile::Localhost(r) => (ProfileType::Localhost, r),
+                };
+                $version::SecurityProfile { profile_type: profile_type as i32, localhost_ref }
+            }
+        }
+    )*};
+}
+profile_message!(v1, v1alpha2);
+
+/// Makes the string and the message say the same thing, where the target has both:
+/// a message alone gets its string; a string alone gets its message; when both are present and
+/// disagree, the message wins (runtimes that read both prefer it) and the string is rewritten.
+/// A present-but-empty message (RuntimeDefault) stays present.
+///
+/// Returns false when the message holds a profile type we do not know, so no string can be made.
+pub fn reconcile<P: ProfileMessage>(
+    kind: ProfileKind,
+    string: &mut String,
+    message: &mut Option<P>,
+) -> bool {
+    match message {
+        Some(m) => match m.profile() {
+            Some(profile) => {
+                if Profile::parse(kind, string).as_ref() != Some(&profile) {
+                    *string = profile.to_string_form();
+                }
+                true
+            }
+            None => false,
+        },
+        None => {
+            *message = Profile::parse(kind, string).map(P::from_profile);
+            true
+        }
+    }
+}

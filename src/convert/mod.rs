@@ -1,0 +1,141 @@
+//! Conversions between CRI versions, with v1 as the hub (DESIGN principle 1).
+//!
+//! - `generated` (from `build.rs`): field-by-field conversions between each older version and v1,
+//!   as `Convert` impls, plus a decode–convert–encode `Transcoder` for every message.
+//! - `rules` + `exceptions`: the hand-written part, for fields whose meaning differs.
+//! - `cx` and `loss`: each conversion reports what it could not carry, as field paths.
+//! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
+//! - `unknown`: finds fields in the wire bytes that our own schema does not know.
+
+mod cx;
+mod exceptions;
+mod loss;
+pub mod policy;
+pub mod rules;
+pub mod unknown;
+
+pub use cx::Cx;
+pub use loss::{Loss, LossReason};
+
+use crate::version::CriVersion;
+use prost::Message;
+use std::collections::HashMap;
+
+/// Converts one message into its counterpart in another version, recording losses in `cx`.
+pub trait Convert<T> {
+    fn convert(self, cx: &mut Cx) -> T;
+}
+
+/// Whether a field holds something other than its proto3 default (i.e. would be encoded).
+pub trait IsSet {
+    fn is_set(&self) -> bool;
+}
+
+macro_rules! is_set_by_default {
+    ($($t:ty),*) => { $(impl IsSet for $t { #[inline] fn is_set(&self) -> bool { *self != <$t>::default() } })* };
+}
+is_set_by_default!(bool, i32, i64, u32, u64, f32, f64, String);
+
+impl<T> IsSet for Vec<T> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl<T> IsSet for Option<T> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<K, V> IsSet for HashMap<K, V> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+/// The generated conversions, one module per older version.
+pub mod generated {
+    pub mod v1alpha1 {
+        #![allow(clippy::all, deprecated)]
+        include!(concat!(env!("OUT_DIR"), "/convert_v1alpha1.rs"));
+    }
+    pub mod v1alpha2 {
+        #![allow(clippy::all, deprecated)]
+        include!(concat!(env!("OUT_DIR"), "/convert_v1alpha2.rs"));
+    }
+}
+
+/// Decodes one message, converts it, encodes the result.
+pub type TranscodeFn = fn(&[u8], &mut Cx) -> Result<Vec<u8>, prost::DecodeError>;
+
+/// The byte-level conversions of one message between an older version and v1.
+pub struct Transcoder {
+    pub message: &'static str,
+    pub to_v1: TranscodeFn,
+    pub from_v1: TranscodeFn,
+}
+
+/// Decode as `S`, convert to `T`, encode.
+pub fn transcode<S, T>(bytes: &[u8], cx: &mut Cx) -> Result<Vec<u8>, prost::DecodeError>
+where
+    S: Message + Default + Convert<T>,
+    T: Message,
+{
+    let source = S::decode(bytes)?;
+    Ok(source.convert(cx).encode_to_vec())
+}
+
+/// The transcoders between `version` and v1 (none for v1 itself: v1 → v1 is the identity).
+pub fn transcoders(version: CriVersion) -> &'static [Transcoder] {
+    match version {
+        CriVersion::V1alpha1 => generated::v1alpha1::TRANSCODERS,
+        CriVersion::V1alpha2 => generated::v1alpha2::TRANSCODERS,
+        CriVersion::V1 => &[],
+    }
+}
+
+/// One step of a conversion path from one version to another.
+#[derive(Clone, Copy)]
+pub struct Step(TranscodeFn);
+
+/// How a message travels from one version to another: zero steps (same version, the bytes pass
+/// unchanged), one (to or from v1) or two (between the older versions, through v1).
+#[derive(Clone)]
+pub struct Route {
+    steps: Vec<Step>,
+}
+
+impl Route {
+    /// The route for message `name` from `from` to `to`; `None` when one side lacks the message.
+    pub fn new(name: &str, from: CriVersion, to: CriVersion) -> Option<Route> {
+        let find = |v: CriVersion| transcoders(v).iter().find(|t| t.message == name);
+        let mut steps = Vec::new();
+        if from != to {
+            if from != CriVersion::V1 {
+                steps.push(Step(find(from)?.to_v1));
+            }
+            if to != CriVersion::V1 {
+                steps.push(Step(find(to)?.from_v1));
+            }
+        }
+        Some(Route { steps })
+    }
+
+    /// True when the bytes pass unchanged.
+    pub fn is_identity(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Runs the route over `bytes`, recording losses in `cx`.
+    pub fn run(&self, bytes: &[u8], cx: &mut Cx) -> Result<Vec<u8>, prost::DecodeError> {
+        let mut current = bytes.to_vec();
+        for step in &self.steps {
+            current = (step.0)(&current, cx)?;
+        }
+        Ok(current)
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    println!("cri-bridge {}", env!("CARGO_PKG_VERSION"));
+}
