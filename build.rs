@@ -21,8 +21,7 @@ fn main() {
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let files = ["v1alpha1/api.proto", "v1alpha2/api.proto", "v1/api.proto"];
-    let fds = protox::compile(files, ["proto"])
-        .unwrap_or_else(|e| panic!("proto/ does not compile: {e}"));
+    let fds = protox::compile(files, ["proto"]).unwrap_or_else(|e| panic!("proto/ does not compile: {e}"));
     std::fs::write(out_dir.join("cri.fds"), fds.encode_to_vec()).expect("write cri.fds");
 
     tonic_prost_build::configure()
@@ -39,8 +38,7 @@ fn main() {
     let mut errors = Vec::new();
     for old in [&v1alpha1, &v1alpha2] {
         match gen_convert::generate(old, &v1) {
-            Ok(code) => std::fs::write(out_dir.join(format!("convert_{}.rs", old.version)), code)
-                .expect("write"),
+            Ok(code) => std::fs::write(out_dir.join(format!("convert_{}.rs", old.version)), code).expect("write"),
             Err(e) => errors.extend(e),
         }
     }

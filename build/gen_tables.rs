@@ -9,12 +9,7 @@ pub fn generate(schemas: &[&Schema]) -> String {
     for schema in schemas {
         let index_of = |name: &str| schema.messages.iter().position(|m| m.name == name);
         writeln!(out, "/// The {} schema as a table.", schema.version).unwrap();
-        writeln!(
-            out,
-            "pub static {}: SchemaInfo = SchemaInfo {{",
-            schema.version.to_uppercase()
-        )
-        .unwrap();
+        writeln!(out, "pub static {}: SchemaInfo = SchemaInfo {{", schema.version.to_uppercase()).unwrap();
         writeln!(out, "    package: {:?},\n    messages: &[", schema.package).unwrap();
         for m in &schema.messages {
             let mut fields: Vec<_> = m.fields.iter().collect();
@@ -24,19 +19,11 @@ pub fn generate(schemas: &[&Schema]) -> String {
                 // Map entries hold only scalars here, so the scan need not enter them.
                 let nested = match (&f.kind, &f.label) {
                     (Kind::Message(t), Label::Single | Label::Repeated) => {
-                        format!(
-                            "Some({})",
-                            index_of(t).expect("message type in the same file")
-                        )
+                        format!("Some({})", index_of(t).expect("message type in the same file"))
                     }
                     _ => "None".to_string(),
                 };
-                write!(
-                    out,
-                    "FieldInfo {{ number: {}, name: {:?}, message: {nested} }}, ",
-                    f.number, f.name
-                )
-                .unwrap();
+                write!(out, "FieldInfo {{ number: {}, name: {:?}, message: {nested} }}, ", f.number, f.name).unwrap();
             }
             writeln!(out, "] }},").unwrap();
         }

@@ -77,10 +77,7 @@ impl Schema {
                 enums.insert(format!("{}.{}", m.name(), e.name()), values(e));
             }
             let fields = m.field.iter().map(|f| field(m, f, &short)).collect();
-            messages.push(Message {
-                name: m.name().to_string(),
-                fields,
-            });
+            messages.push(Message { name: m.name().to_string(), fields });
         }
         let mut rpcs = Vec::new();
         for s in &file.service {
@@ -94,13 +91,7 @@ impl Schema {
                 });
             }
         }
-        Schema {
-            version,
-            package: package.to_string(),
-            messages,
-            enums,
-            rpcs,
-        }
+        Schema { version, package: package.to_string(), messages, enums, rpcs }
     }
 
     pub fn message(&self, name: &str) -> Option<&Message> {
@@ -115,17 +106,10 @@ impl Message {
 }
 
 fn values(e: &prost_types::EnumDescriptorProto) -> Vec<(String, i32)> {
-    e.value
-        .iter()
-        .map(|v| (v.name().to_string(), v.number()))
-        .collect()
+    e.value.iter().map(|v| (v.name().to_string(), v.number())).collect()
 }
 
-fn field(
-    owner: &DescriptorProto,
-    f: &prost_types::FieldDescriptorProto,
-    short: &dyn Fn(&str) -> String,
-) -> Field {
+fn field(owner: &DescriptorProto, f: &prost_types::FieldDescriptorProto, short: &dyn Fn(&str) -> String) -> Field {
     let kind_of = |f: &prost_types::FieldDescriptorProto| match f.r#type() {
         Type::Message => Kind::Message(short(f.type_name())),
         Type::Enum => Kind::Enum(short(f.type_name())),
@@ -140,22 +124,12 @@ fn field(
         // Map fields are repeated messages of a nested `*Entry` type marked map_entry.
         let entry_name = entry.rsplit('.').next().unwrap_or(entry);
         if let Some(nested) = owner.nested_type.iter().find(|n| n.name() == entry_name) {
-            if nested
-                .options
-                .as_ref()
-                .and_then(|o| o.map_entry)
-                .unwrap_or(false)
-            {
+            if nested.options.as_ref().and_then(|o| o.map_entry).unwrap_or(false) {
                 label = Label::Map(kind_of(&nested.field[0]), kind_of(&nested.field[1]));
             }
         }
     }
-    Field {
-        name: f.name().to_string(),
-        number: f.number(),
-        kind,
-        label,
-    }
+    Field { name: f.name().to_string(), number: f.number(), kind, label }
 }
 
 fn scalar_name(t: Type) -> &'static str {
@@ -188,12 +162,11 @@ pub fn rust_type(message: &str) -> String {
 pub fn rust_field(field: &str) -> String {
     let snake = field.to_snake_case();
     match snake.as_str() {
-        "as" | "break" | "const" | "continue" | "else" | "enum" | "false" | "fn" | "for" | "if"
-        | "impl" | "in" | "let" | "loop" | "match" | "mod" | "move" | "mut" | "pub" | "ref"
-        | "return" | "static" | "struct" | "trait" | "true" | "type" | "unsafe" | "use"
-        | "where" | "while" | "dyn" | "abstract" | "become" | "box" | "do" | "final" | "macro"
-        | "override" | "priv" | "typeof" | "unsized" | "virtual" | "yield" | "async" | "await"
-        | "try" | "gen" => format!("r#{snake}"),
+        "as" | "break" | "const" | "continue" | "else" | "enum" | "false" | "fn" | "for" | "if" | "impl" | "in"
+        | "let" | "loop" | "match" | "mod" | "move" | "mut" | "pub" | "ref" | "return" | "static" | "struct"
+        | "trait" | "true" | "type" | "unsafe" | "use" | "where" | "while" | "dyn" | "abstract" | "become" | "box"
+        | "do" | "final" | "macro" | "override" | "priv" | "typeof" | "unsized" | "virtual" | "yield" | "async"
+        | "await" | "try" | "gen" => format!("r#{snake}"),
         _ => snake,
     }
 }

@@ -61,19 +61,14 @@ impl SchemaInfo {
     }
 
     pub fn rpc(&self, service: &str, method: &str) -> Option<&'static RpcInfo> {
-        self.rpcs
-            .iter()
-            .find(|r| r.service == service && r.method == method)
+        self.rpcs.iter().find(|r| r.service == service && r.method == method)
     }
 }
 
 impl MessageInfo {
     pub fn field(&self, number: u32) -> Option<&'static FieldInfo> {
         let fields: &'static [FieldInfo] = self.fields;
-        fields
-            .binary_search_by_key(&number, |f| f.number)
-            .ok()
-            .map(|i| &fields[i])
+        fields.binary_search_by_key(&number, |f| f.number).ok().map(|i| &fields[i])
     }
 }
 

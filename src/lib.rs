@@ -8,12 +8,31 @@
 //! - [`version`]: the `CriVersion` enum.
 //! - [`convert`]: generated field-by-field conversions with v1 as the hub, the hand-written
 //!   exceptions, loss reports, the loss policy and the unknown-field scan.
+//! - [`grpc`]: gRPC at the byte level: the raw codec, a server routing every CRI path of the
+//!   enabled versions to one handler, a unix-socket client.
+//! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
+//! - [`forward`]: the one forwarding path: passthrough or convert, unary and streaming.
+//! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
+//! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
+//! - [`config`]: the YAML file, CLI overrides, validation naming the key.
+//! - [`error`]: the proxy's errors and their gRPC status, in one place.
+//! - [`run`]: wiring it all together until shutdown; [`probe`]: `cri-bridge probe`.
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod backend;
+pub mod config;
 pub mod convert;
+pub mod error;
+pub mod forward;
+pub mod frontend;
+pub mod grpc;
+pub mod memory;
+pub mod probe;
+pub mod run;
 pub mod version;
 
+pub use run::run;
 pub use version::CriVersion;

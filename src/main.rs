@@ -1,3 +1,103 @@
-fn main() {
-    println!("cri-bridge {}", env!("CARGO_PKG_VERSION"));
+//! The `cri-bridge` command: parse the command line, load the config, start logging, run.
+
+use clap::{Parser, Subcommand};
+use cri_bridge::config::{Config, LogFormat, Overrides};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(version, about = "Bridges a kubelet and a container runtime that speak different CRI versions")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve every enabled CRI version on the listen socket and forward to the runtime.
+    Serve {
+        /// YAML config file (see config.example.yaml); flags override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Listen socket path.
+        #[arg(long)]
+        listen: Option<PathBuf>,
+        /// Runtime endpoint: unix:///path/to.sock, or `memory` for the built-in in-memory runtime.
+        #[arg(long)]
+        backend: Option<String>,
+        /// Separate image service endpoint (like the kubelet's --image-service-endpoint).
+        #[arg(long)]
+        image_backend: Option<String>,
+        /// auto | v1 | v1alpha2 | v1alpha1
+        #[arg(long)]
+        backend_version: Option<String>,
+    },
+    /// Validate a config file without starting.
+    CheckConfig { file: PathBuf },
+    /// Show which CRI versions a runtime socket serves and which kubelets can use it.
+    Probe { socket: PathBuf },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Serve { config, listen, backend, image_backend, backend_version } => {
+            let loaded = match &config {
+                Some(path) => Config::load(path),
+                None => Ok(Config::default()),
+            };
+            let overrides = Overrides { listen, backend, image_backend, backend_version };
+            let config = match loaded.and_then(|c| c.apply(overrides)) {
+                Ok(config) => config,
+                Err(e) => return fail(e),
+            };
+            init_logging(&config);
+            let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            match runtime.block_on(cri_bridge::run(config, shutdown_signal())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::CheckConfig { file } => match Config::load(&file) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        Command::Probe { socket } => {
+            let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            match runtime.block_on(cri_bridge::probe::probe(&socket)) {
+                Ok(report) => {
+                    print!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+fn fail(error: impl std::fmt::Display) -> ExitCode {
+    eprintln!("cri-bridge: {error}");
+    ExitCode::FAILURE
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+/// Completes on SIGINT or SIGTERM (systemd's stop).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
 }

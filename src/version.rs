@@ -14,8 +14,7 @@ pub enum CriVersion {
 
 impl CriVersion {
     /// Newest first: the order in which a backend is probed.
-    pub const NEWEST_FIRST: [CriVersion; 3] =
-        [CriVersion::V1, CriVersion::V1alpha2, CriVersion::V1alpha1];
+    pub const NEWEST_FIRST: [CriVersion; 3] = [CriVersion::V1, CriVersion::V1alpha2, CriVersion::V1alpha1];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,9 +39,7 @@ impl CriVersion {
 
     /// The version whose proto package is `package` (`runtime`, `runtime.v1alpha2`, `runtime.v1`).
     pub fn from_package(package: &str) -> Option<CriVersion> {
-        Self::NEWEST_FIRST
-            .into_iter()
-            .find(|v| v.package() == package)
+        Self::NEWEST_FIRST.into_iter().find(|v| v.package() == package)
     }
 }
 
@@ -60,9 +57,6 @@ pub struct UnknownVersion(pub String);
 impl FromStr for CriVersion {
     type Err = UnknownVersion;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::NEWEST_FIRST
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownVersion(s.to_string()))
+        Self::NEWEST_FIRST.into_iter().find(|v| v.as_str() == s).ok_or_else(|| UnknownVersion(s.to_string()))
     }
 }

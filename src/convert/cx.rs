@@ -34,11 +34,7 @@ impl Cx {
 
     /// Converts a singular message field.
     #[inline]
-    pub fn message<S: Convert<T>, T>(
-        &mut self,
-        field: &'static str,
-        value: Option<S>,
-    ) -> Option<T> {
+    pub fn message<S: Convert<T>, T>(&mut self, field: &'static str, value: Option<S>) -> Option<T> {
         let value = value?;
         self.path.push(Segment::Field(field));
         let converted = value.convert(self);
@@ -65,12 +61,7 @@ impl Cx {
 
     /// Converts an enum value by name; a value with no counterpart is a loss (and becomes 0).
     #[inline]
-    pub fn enum_value(
-        &mut self,
-        field: &'static str,
-        value: i32,
-        map: fn(i32) -> Option<i32>,
-    ) -> i32 {
+    pub fn enum_value(&mut self, field: &'static str, value: i32, map: fn(i32) -> Option<i32>) -> i32 {
         map(value).unwrap_or_else(|| {
             self.lost(field, LossReason::EnumValue(value));
             0
@@ -78,12 +69,7 @@ impl Cx {
     }
 
     /// Converts a repeated enum field; values with no counterpart are losses and are left out.
-    pub fn enum_values(
-        &mut self,
-        field: &'static str,
-        values: Vec<i32>,
-        map: fn(i32) -> Option<i32>,
-    ) -> Vec<i32> {
+    pub fn enum_values(&mut self, field: &'static str, values: Vec<i32>, map: fn(i32) -> Option<i32>) -> Vec<i32> {
         let mut out = Vec::with_capacity(values.len());
         for value in values {
             match map(value) {
@@ -97,11 +83,7 @@ impl Cx {
     /// Records that `field` (as `Message.field`) was set and could not be carried.
     pub fn lost(&mut self, field: &'static str, reason: LossReason) {
         let path = self.render(field_name(field));
-        self.losses.push(Loss {
-            path,
-            field: Cow::Borrowed(field),
-            reason,
-        });
+        self.losses.push(Loss { path, field: Cow::Borrowed(field), reason });
     }
 
     /// Records a loss found outside a typed conversion (the wire scan for unknown fields).

@@ -27,12 +27,10 @@ impl fmt::Display for LossReason {
                 write!(f, "enum value {v} has no equivalent in the version")
             }
             LossReason::NoEquivalent(why) => f.write_str(why),
-            LossReason::NotUtf8 => f.write_str(
-                "the value is not valid UTF-8, which the version's string field requires",
-            ),
-            LossReason::UnknownField => {
-                f.write_str("the field number is unknown to cri-bridge's schema")
+            LossReason::NotUtf8 => {
+                f.write_str("the value is not valid UTF-8, which the version's string field requires")
             }
+            LossReason::UnknownField => f.write_str("the field number is unknown to cri-bridge's schema"),
         }
     }
 }

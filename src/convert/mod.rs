@@ -125,6 +125,11 @@ impl Route {
         Some(Route { steps })
     }
 
+    /// The route that changes nothing.
+    pub fn identity() -> Route {
+        Route { steps: Vec::new() }
+    }
+
     /// True when the bytes pass unchanged.
     pub fn is_identity(&self) -> bool {
         self.steps.is_empty()

@@ -28,9 +28,7 @@ impl std::str::FromStr for Action {
             "reject" => Ok(Action::Reject),
             "warn" => Ok(Action::Warn),
             "allow" => Ok(Action::Allow),
-            other => Err(format!(
-                "unknown loss action {other:?} (expected reject, warn or allow)"
-            )),
+            other => Err(format!("unknown loss action {other:?} (expected reject, warn or allow)")),
         }
     }
 }
@@ -50,22 +48,10 @@ pub struct SecurityField {
 
 /// The request fields refused by default when they cannot be carried: the one list.
 pub const SECURITY_RELEVANT: &[SecurityField] = &[
-    SecurityField {
-        field: "NamespaceOption.network",
-        why: "a network namespace mode the target cannot express",
-    },
-    SecurityField {
-        field: "NamespaceOption.pid",
-        why: "a PID namespace mode the target cannot express",
-    },
-    SecurityField {
-        field: "NamespaceOption.ipc",
-        why: "an IPC namespace mode the target cannot express",
-    },
-    SecurityField {
-        field: "NamespaceOption.target_id",
-        why: "joins another container's PID namespace",
-    },
+    SecurityField { field: "NamespaceOption.network", why: "a network namespace mode the target cannot express" },
+    SecurityField { field: "NamespaceOption.pid", why: "a PID namespace mode the target cannot express" },
+    SecurityField { field: "NamespaceOption.ipc", why: "an IPC namespace mode the target cannot express" },
+    SecurityField { field: "NamespaceOption.target_id", why: "joins another container's PID namespace" },
     SecurityField {
         field: "NamespaceOption.userns_options",
         why: "user namespace: without it the pod runs as host root",
@@ -74,22 +60,10 @@ pub const SECURITY_RELEVANT: &[SecurityField] = &[
         field: "WindowsSandboxSecurityContext.namespace_options",
         why: "Windows namespace modes (host network)",
     },
-    SecurityField {
-        field: "Mount.uidMappings",
-        why: "ID-mapped mount: without it files appear with host IDs",
-    },
-    SecurityField {
-        field: "Mount.gidMappings",
-        why: "ID-mapped mount: without it files appear with host IDs",
-    },
-    SecurityField {
-        field: "Mount.recursive_read_only",
-        why: "without it submounts stay writable",
-    },
-    SecurityField {
-        field: "Mount.image",
-        why: "image volume: without it the mount source changes meaning",
-    },
+    SecurityField { field: "Mount.uidMappings", why: "ID-mapped mount: without it files appear with host IDs" },
+    SecurityField { field: "Mount.gidMappings", why: "ID-mapped mount: without it files appear with host IDs" },
+    SecurityField { field: "Mount.recursive_read_only", why: "without it submounts stay writable" },
+    SecurityField { field: "Mount.image", why: "image volume: without it the mount source changes meaning" },
     SecurityField {
         field: "Mount.image_sub_path",
         why: "image volume sub-path: without it the whole image is mounted",
@@ -110,22 +84,13 @@ pub const SECURITY_RELEVANT: &[SecurityField] = &[
         field: "LinuxContainerSecurityContext.run_as_group",
         why: "without it the process runs with the image's group",
     },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.masked_paths",
-        why: "without it /proc paths are exposed",
-    },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.readonly_paths",
-        why: "without it /proc paths are writable",
-    },
+    SecurityField { field: "LinuxContainerSecurityContext.masked_paths", why: "without it /proc paths are exposed" },
+    SecurityField { field: "LinuxContainerSecurityContext.readonly_paths", why: "without it /proc paths are writable" },
     SecurityField {
         field: "Capability.add_ambient_capabilities",
         why: "ambient capabilities would be silently not granted",
     },
-    SecurityField {
-        field: "LinuxSandboxSecurityContext.seccomp",
-        why: "a seccomp profile the target cannot express",
-    },
+    SecurityField { field: "LinuxSandboxSecurityContext.seccomp", why: "a seccomp profile the target cannot express" },
     SecurityField {
         field: "LinuxSandboxSecurityContext.apparmor",
         why: "an AppArmor profile the target cannot express",
@@ -138,14 +103,8 @@ pub const SECURITY_RELEVANT: &[SecurityField] = &[
         field: "LinuxContainerSecurityContext.apparmor",
         why: "an AppArmor profile the target cannot express",
     },
-    SecurityField {
-        field: "SecurityProfile.profile_type",
-        why: "a profile type the target does not know",
-    },
-    SecurityField {
-        field: "ContainerConfig.CDI_devices",
-        why: "CDI devices would be silently not injected",
-    },
+    SecurityField { field: "SecurityProfile.profile_type", why: "a profile type the target does not know" },
+    SecurityField { field: "ContainerConfig.CDI_devices", why: "CDI devices would be silently not injected" },
 ];
 
 /// Counts of dropped fields by action, since start.
@@ -167,11 +126,7 @@ pub struct Refusal {
 }
 
 fn describe(losses: &[Loss]) -> String {
-    losses
-        .iter()
-        .map(|l| l.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    losses.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The policy with its per-field overrides.
@@ -183,39 +138,24 @@ pub struct LossPolicy {
 
 impl LossPolicy {
     pub fn new(overrides: HashMap<String, Action>) -> LossPolicy {
-        LossPolicy {
-            overrides,
-            counters: LossCounters::default(),
-        }
+        LossPolicy { overrides, counters: LossCounters::default() }
     }
 
     /// The action for one loss.
     pub fn action(&self, side: Side, loss: &Loss) -> Action {
-        if let Some(action) = self
-            .overrides
-            .get(&loss.path)
-            .or_else(|| self.overrides.get(loss.field.as_ref()))
-        {
+        if let Some(action) = self.overrides.get(&loss.path).or_else(|| self.overrides.get(loss.field.as_ref())) {
             return *action;
         }
         match side {
             Side::Response => Action::Allow,
-            Side::Request if SECURITY_RELEVANT.iter().any(|s| s.field == loss.field) => {
-                Action::Reject
-            }
+            Side::Request if SECURITY_RELEVANT.iter().any(|s| s.field == loss.field) => Action::Reject,
             Side::Request => Action::Warn,
         }
     }
 
     /// Applies the policy to the losses of one message of call `rpc`, bound for `target`:
     /// logs and counts what is dropped, or refuses the call naming every rejected field.
-    pub fn apply(
-        &self,
-        side: Side,
-        rpc: &str,
-        target: CriVersion,
-        losses: Vec<Loss>,
-    ) -> Result<(), Refusal> {
+    pub fn apply(&self, side: Side, rpc: &str, target: CriVersion, losses: Vec<Loss>) -> Result<(), Refusal> {
         let mut rejected = Vec::new();
         for loss in losses {
             match self.action(side, &loss) {
@@ -233,15 +173,39 @@ impl LossPolicy {
         if rejected.is_empty() {
             return Ok(());
         }
-        self.counters
-            .rejected
-            .fetch_add(rejected.len() as u64, Ordering::Relaxed);
-        let refusal = Refusal {
-            rpc: rpc.to_string(),
-            target,
-            fields: rejected,
-        };
+        self.counters.rejected.fetch_add(rejected.len() as u64, Ordering::Relaxed);
+        let refusal = Refusal { rpc: rpc.to_string(), target, fields: rejected };
         tracing::warn!(%refusal, "refused a call");
         Err(refusal)
     }
+}
+
+/// Checks that an override key names something that exists: `Message.field` or `Message.#N`
+/// for a message of any version, or a path whose every segment is a field name of some message.
+pub fn check_key(key: &str) -> Result<(), String> {
+    let schemas = CriVersion::NEWEST_FIRST.map(|v| v.schema());
+    let is_field =
+        |name: &str| schemas.iter().any(|s| s.messages.iter().any(|m| m.fields.iter().any(|f| f.name == name)));
+    let unknown_number = |name: &str| name.strip_prefix('#').is_some_and(|n| n.parse::<u32>().is_ok());
+    if let Some((message, field)) = key.split_once('.').filter(|(m, _)| m.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        let known = schemas
+            .iter()
+            .filter_map(|s| s.messages.iter().find(|m| m.name == message))
+            .any(|m| unknown_number(field) || m.fields.iter().any(|f| f.name == field));
+        return if known {
+            Ok(())
+        } else {
+            Err(format!("{key:?} names no field of any CRI version (expected `Message.field`)"))
+        };
+    }
+    for segment in key.split('.') {
+        let name = segment.split('[').next().unwrap_or(segment);
+        if !(is_field(name) || unknown_number(name)) {
+            return Err(format!(
+                "{key:?}: {name:?} is not a field of any CRI version (expected `Message.field` or a path)"
+            ));
+        }
+    }
+    Ok(())
 }

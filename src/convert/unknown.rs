@@ -18,12 +18,7 @@ pub struct Malformed {
 
 /// Scans `bytes`, encoded as message `message` of `schema`, and appends a loss for each field
 /// number the schema does not know.
-pub fn scan(
-    schema: &SchemaInfo,
-    message: usize,
-    bytes: &[u8],
-    losses: &mut Vec<Loss>,
-) -> Result<(), Malformed> {
+pub fn scan(schema: &SchemaInfo, message: usize, bytes: &[u8], losses: &mut Vec<Loss>) -> Result<(), Malformed> {
     let mut path = Vec::new();
     walk(schema, message, bytes, &mut path, losses)
 }
@@ -36,10 +31,7 @@ fn walk<'a>(
     losses: &mut Vec<Loss>,
 ) -> Result<(), Malformed> {
     let info = &schema.messages[message];
-    let malformed = |path: &Vec<&str>, what| Malformed {
-        path: render(path),
-        what,
-    };
+    let malformed = |path: &Vec<&str>, what| Malformed { path: render(path), what };
     while !bytes.is_empty() {
         let key = varint(&mut bytes).ok_or_else(|| malformed(path, "truncated field key"))?;
         let (number, wire_type) = ((key >> 3) as u32, (key & 7) as u8);
@@ -57,11 +49,7 @@ fn walk<'a>(
         match info.field(number) {
             None => {
                 let rendered = render(path);
-                let at = if rendered.is_empty() {
-                    format!("#{number}")
-                } else {
-                    format!("{rendered}.#{number}")
-                };
+                let at = if rendered.is_empty() { format!("#{number}") } else { format!("{rendered}.#{number}") };
                 losses.push(Loss {
                     path: at,
                     field: Cow::Owned(format!("{}.#{number}", info.name)),

@@ -24,13 +24,9 @@ impl Profile {
     pub fn parse(kind: ProfileKind, s: &str) -> Option<Profile> {
         match s {
             "runtime/default" => Some(Profile::RuntimeDefault),
-            "docker/default" if matches!(kind, ProfileKind::Seccomp) => {
-                Some(Profile::RuntimeDefault)
-            }
+            "docker/default" if matches!(kind, ProfileKind::Seccomp) => Some(Profile::RuntimeDefault),
             "unconfined" => Some(Profile::Unconfined),
-            _ => s
-                .strip_prefix("localhost/")
-                .map(|r| Profile::Localhost(r.to_string())),
+            _ => s.strip_prefix("localhost/").map(|r| Profile::Localhost(r.to_string())),
         }
     }
 
@@ -82,11 +78,7 @@ profile_message!(v1, v1alpha2);
 /// A present-but-empty message (RuntimeDefault) stays present.
 ///
 /// Returns false when the message holds a profile type we do not know, so no string can be made.
-pub fn reconcile<P: ProfileMessage>(
-    kind: ProfileKind,
-    string: &mut String,
-    message: &mut Option<P>,
-) -> bool {
+pub fn reconcile<P: ProfileMessage>(kind: ProfileKind, string: &mut String, message: &mut Option<P>) -> bool {
     match message {
         Some(m) => match m.profile() {
             Some(profile) => {

@@ -9,11 +9,7 @@ use new::NamespaceMode;
 
 /// Booleans become modes by meaning: host ↔ NODE, otherwise the private mode Kubernetes used
 /// before modes existed (POD for network and IPC, CONTAINER for PID).
-pub fn namespace_option_to_v1(
-    src: old::NamespaceOption,
-    dst: &mut new::NamespaceOption,
-    _cx: &mut Cx,
-) {
+pub fn namespace_option_to_v1(src: old::NamespaceOption, dst: &mut new::NamespaceOption, _cx: &mut Cx) {
     let mode = |host: bool, private: NamespaceMode| if host { NamespaceMode::Node } else { private } as i32;
     dst.network = mode(src.host_network, NamespaceMode::Pod);
     dst.pid = mode(src.host_pid, NamespaceMode::Container);
@@ -22,17 +18,8 @@ pub fn namespace_option_to_v1(
 
 /// Modes become booleans by meaning; a mode with no boolean form (pid POD or TARGET, network or
 /// IPC CONTAINER) is a loss, never a silent `false`.
-pub fn namespace_option_from_v1(
-    src: new::NamespaceOption,
-    dst: &mut old::NamespaceOption,
-    cx: &mut Cx,
-) {
-    dst.host_network = host(
-        cx,
-        "NamespaceOption.network",
-        src.network,
-        NamespaceMode::Pod,
-    );
+pub fn namespace_option_from_v1(src: new::NamespaceOption, dst: &mut old::NamespaceOption, cx: &mut Cx) {
+    dst.host_network = host(cx, "NamespaceOption.network", src.network, NamespaceMode::Pod);
     dst.host_pid = host(cx, "NamespaceOption.pid", src.pid, NamespaceMode::Container);
     dst.host_ipc = host(cx, "NamespaceOption.ipc", src.ipc, NamespaceMode::Pod);
     if src.target_id.is_set() {
@@ -48,24 +35,15 @@ fn host(cx: &mut Cx, field: &'static str, mode: i32, private: NamespaceMode) -> 
         Ok(NamespaceMode::Node) => true,
         Ok(m) if m == private => false,
         Ok(NamespaceMode::Pod) => {
-            cx.lost(
-                field,
-                LossReason::NoEquivalent("mode POD has no v1alpha1 form"),
-            );
+            cx.lost(field, LossReason::NoEquivalent("mode POD has no v1alpha1 form"));
             false
         }
         Ok(NamespaceMode::Container) => {
-            cx.lost(
-                field,
-                LossReason::NoEquivalent("mode CONTAINER has no v1alpha1 form"),
-            );
+            cx.lost(field, LossReason::NoEquivalent("mode CONTAINER has no v1alpha1 form"));
             false
         }
         Ok(NamespaceMode::Target) => {
-            cx.lost(
-                field,
-                LossReason::NoEquivalent("mode TARGET has no v1alpha1 form"),
-            );
+            cx.lost(field, LossReason::NoEquivalent("mode TARGET has no v1alpha1 form"));
             false
         }
         Err(_) => {
@@ -76,11 +54,7 @@ fn host(cx: &mut Cx, field: &'static str, mode: i32, private: NamespaceMode) -> 
 }
 
 /// A storage UUID is not a mountpoint: reported, never reinterpreted.
-pub fn filesystem_usage_to_v1(
-    src: old::FilesystemUsage,
-    _dst: &mut new::FilesystemUsage,
-    cx: &mut Cx,
-) {
+pub fn filesystem_usage_to_v1(src: old::FilesystemUsage, _dst: &mut new::FilesystemUsage, cx: &mut Cx) {
     if src.storage_id.is_set() {
         cx.lost(
             "FilesystemUsage.storage_id",
@@ -89,16 +63,9 @@ pub fn filesystem_usage_to_v1(
     }
 }
 
-pub fn filesystem_usage_from_v1(
-    src: new::FilesystemUsage,
-    _dst: &mut old::FilesystemUsage,
-    cx: &mut Cx,
-) {
+pub fn filesystem_usage_from_v1(src: new::FilesystemUsage, _dst: &mut old::FilesystemUsage, cx: &mut Cx) {
     if src.fs_id.is_set() {
-        cx.lost(
-            "FilesystemUsage.fs_id",
-            LossReason::NoEquivalent("a v1 mountpoint is not a v1alpha1 storage UUID"),
-        );
+        cx.lost("FilesystemUsage.fs_id", LossReason::NoEquivalent("a v1 mountpoint is not a v1alpha1 storage UUID"));
     }
 }
 
@@ -119,11 +86,7 @@ pub fn sandbox_security_context_to_v1(
     dst: &mut new::LinuxSandboxSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
 }
 
 pub fn sandbox_security_context_from_v1(
@@ -132,11 +95,7 @@ pub fn sandbox_security_context_from_v1(
     cx: &mut Cx,
 ) {
     let mut seccomp = src.seccomp;
-    if !reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut seccomp,
-    ) {
+    if !reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut seccomp) {
         cx.lost(
             "LinuxSandboxSecurityContext.seccomp",
             LossReason::NoEquivalent("the profile type has no v1alpha1 string form"),
@@ -156,16 +115,8 @@ pub fn container_security_context_to_v1(
     dst: &mut new::LinuxContainerSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
-    reconcile(
-        ProfileKind::AppArmor,
-        &mut dst.apparmor_profile,
-        &mut dst.apparmor,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
+    reconcile(ProfileKind::AppArmor, &mut dst.apparmor_profile, &mut dst.apparmor);
 }
 
 pub fn container_security_context_from_v1(
@@ -174,21 +125,13 @@ pub fn container_security_context_from_v1(
     cx: &mut Cx,
 ) {
     let (mut seccomp, mut apparmor) = (src.seccomp, src.apparmor);
-    if !reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut seccomp,
-    ) {
+    if !reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut seccomp) {
         cx.lost(
             "LinuxContainerSecurityContext.seccomp",
             LossReason::NoEquivalent("the profile type has no v1alpha1 string form"),
         );
     }
-    if !reconcile(
-        ProfileKind::AppArmor,
-        &mut dst.apparmor_profile,
-        &mut apparmor,
-    ) {
+    if !reconcile(ProfileKind::AppArmor, &mut dst.apparmor_profile, &mut apparmor) {
         cx.lost(
             "LinuxContainerSecurityContext.apparmor",
             LossReason::NoEquivalent("the profile type has no v1alpha1 string form"),

@@ -25,11 +25,7 @@ pub fn sandbox_security_context_to_v1(
     dst: &mut new::LinuxSandboxSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
 }
 
 pub fn sandbox_security_context_from_v1(
@@ -37,11 +33,7 @@ pub fn sandbox_security_context_from_v1(
     dst: &mut old::LinuxSandboxSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
 }
 
 pub fn container_security_context_to_v1(
@@ -49,16 +41,8 @@ pub fn container_security_context_to_v1(
     dst: &mut new::LinuxContainerSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
-    reconcile(
-        ProfileKind::AppArmor,
-        &mut dst.apparmor_profile,
-        &mut dst.apparmor,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
+    reconcile(ProfileKind::AppArmor, &mut dst.apparmor_profile, &mut dst.apparmor);
 }
 
 pub fn container_security_context_from_v1(
@@ -66,14 +50,6 @@ pub fn container_security_context_from_v1(
     dst: &mut old::LinuxContainerSecurityContext,
     _cx: &mut Cx,
 ) {
-    reconcile(
-        ProfileKind::Seccomp,
-        &mut dst.seccomp_profile_path,
-        &mut dst.seccomp,
-    );
-    reconcile(
-        ProfileKind::AppArmor,
-        &mut dst.apparmor_profile,
-        &mut dst.apparmor,
-    );
+    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
+    reconcile(ProfileKind::AppArmor, &mut dst.apparmor_profile, &mut dst.apparmor);
 }

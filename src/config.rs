@@ -1,0 +1,267 @@
+//! The YAML configuration file, its defaults, and validation whose errors name the key.
+//! Every option is documented in `config.example.yaml`.
+
+use crate::convert::policy::Action;
+use crate::version::CriVersion;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The kubelet's default gRPC message size limit, each way.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, message: message.into() }
+}
+
+/// The file as written: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    listen: ListenFile,
+    #[serde(default)]
+    backend: BackendFile,
+    max_message_size: Option<usize>,
+    #[serde(default)]
+    loss_policy: HashMap<String, String>,
+    #[serde(default)]
+    log: LogFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenFile {
+    path: Option<PathBuf>,
+    mode: Option<String>,
+    group: Option<String>,
+    versions: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackendFile {
+    endpoint: Option<String>,
+    image_endpoint: Option<String>,
+    version: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogFile {
+    level: Option<String>,
+    format: Option<String>,
+}
+
+/// Where the runtime is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `unix:///path/to.sock`
+    Unix(PathBuf),
+    /// The built-in in-memory runtime.
+    Memory,
+}
+
+impl Endpoint {
+    pub fn parse(key: &'static str, text: &str) -> Result<Endpoint, ConfigError> {
+        if text == "memory" {
+            return Ok(Endpoint::Memory);
+        }
+        match text.strip_prefix("unix://") {
+            Some(path) if path.starts_with('/') => Ok(Endpoint::Unix(PathBuf::from(path))),
+            _ => Err(invalid(key, format!("{text:?} is not `unix:///absolute/path.sock` or `memory`"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
+            Endpoint::Memory => f.write_str("memory"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen_path: PathBuf,
+    /// Permission bits of the socket file.
+    pub listen_mode: u32,
+    /// Group owning the socket file (name or number).
+    pub listen_group: Option<String>,
+    /// Frontend versions served on the socket.
+    pub versions: Vec<CriVersion>,
+    pub backend: Endpoint,
+    pub image_backend: Option<Endpoint>,
+    /// `None`: discover (`auto`).
+    pub backend_version: Option<CriVersion>,
+    pub max_message_size: usize,
+    pub loss_policy: HashMap<String, Action>,
+    pub log_level: String,
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen_path: PathBuf::from("/run/cri-bridge/cri-bridge.sock"),
+            listen_mode: 0o660,
+            listen_group: None,
+            versions: vec![CriVersion::V1, CriVersion::V1alpha2, CriVersion::V1alpha1],
+            backend: Endpoint::Memory,
+            image_backend: None,
+            backend_version: None,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            loss_policy: HashMap::new(),
+            log_level: "info".to_string(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// Command-line values that override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<PathBuf>,
+    pub backend: Option<String>,
+    pub image_backend: Option<String>,
+    pub backend_version: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Config::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
+            other => other,
+        })
+    }
+
+    /// Parses and validates YAML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        // An empty file (or one of only comments) is the defaults.
+        let file: File = if text.trim().lines().all(|l| l.trim().is_empty() || l.trim().starts_with('#')) {
+            File::default()
+        } else {
+            serde_yaml::from_str(text)
+                .map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string() })?
+        };
+        let mut config = Config::default();
+        if let Some(path) = file.listen.path {
+            config.listen_path = path;
+        }
+        if let Some(mode) = file.listen.mode {
+            config.listen_mode = u32::from_str_radix(mode.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| invalid("listen.mode", format!("{mode:?} is not an octal permission like \"0660\"")))?;
+        }
+        config.listen_group = file.listen.group;
+        if let Some(versions) = file.listen.versions {
+            config.versions = versions
+                .iter()
+                .map(|v| v.parse().map_err(|e| invalid("listen.versions", format!("{e}"))))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(endpoint) = file.backend.endpoint {
+            config.backend = Endpoint::parse("backend.endpoint", &endpoint)?;
+        }
+        if let Some(endpoint) = file.backend.image_endpoint {
+            config.image_backend = Some(Endpoint::parse("backend.image_endpoint", &endpoint)?);
+        }
+        if let Some(version) = file.backend.version {
+            config.backend_version = parse_backend_version("backend.version", &version)?;
+        }
+        if let Some(size) = file.max_message_size {
+            config.max_message_size = size;
+        }
+        for (field, action) in file.loss_policy {
+            let action = action.parse().map_err(|e: String| invalid("loss_policy", format!("{field}: {e}")))?;
+            config.loss_policy.insert(field, action);
+        }
+        if let Some(level) = file.log.level {
+            config.log_level = level;
+        }
+        if let Some(format) = file.log.format {
+            config.log_format = match format.as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => return Err(invalid("log.format", format!("{other:?} is not text or json"))),
+            };
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Applies command-line overrides, then validates again.
+    pub fn apply(mut self, overrides: Overrides) -> Result<Config, ConfigError> {
+        if let Some(listen) = overrides.listen {
+            self.listen_path = listen;
+        }
+        if let Some(backend) = overrides.backend {
+            self.backend = Endpoint::parse("--backend", &backend)?;
+        }
+        if let Some(image) = overrides.image_backend {
+            self.image_backend = Some(Endpoint::parse("--image-backend", &image)?);
+        }
+        if let Some(version) = overrides.backend_version {
+            self.backend_version = parse_backend_version("--backend-version", &version)?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_path.as_os_str().is_empty() {
+            return Err(invalid("listen.path", "must not be empty"));
+        }
+        if self.versions.is_empty() {
+            return Err(invalid("listen.versions", "at least one version must be served"));
+        }
+        if self.max_message_size < 4096 {
+            return Err(invalid(
+                "max_message_size",
+                format!("{} bytes is too small (at least 4096)", self.max_message_size),
+            ));
+        }
+        if self.image_backend == Some(Endpoint::Memory) && self.backend != Endpoint::Memory {
+            return Err(invalid(
+                "backend.image_endpoint",
+                "`memory` is only allowed when backend.endpoint is `memory` too",
+            ));
+        }
+        for key in self.loss_policy.keys() {
+            crate::convert::policy::check_key(key).map_err(|e| invalid("loss_policy", e))?;
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| invalid("log.level", format!("{:?}: {e}", self.log_level)))?;
+        Ok(())
+    }
+}
+
+fn parse_backend_version(key: &'static str, text: &str) -> Result<Option<CriVersion>, ConfigError> {
+    if text == "auto" {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|_| invalid(key, format!("{text:?} is not auto, v1, v1alpha2 or v1alpha1")))
+}

@@ -1,0 +1,48 @@
+//! The proxy's errors, and the one place where they become gRPC status.
+
+use crate::convert::policy::Refusal;
+use crate::version::CriVersion;
+use tonic::{Code, Status};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The loss policy refused a request.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+
+    /// The backend's version lacks the RPC (the kubelet falls back on exactly UNIMPLEMENTED).
+    #[error("{rpc} is not available: the backend speaks CRI {backend}, which has no such RPC")]
+    NotInBackendVersion { rpc: String, backend: CriVersion },
+
+    /// The caller's message does not decode against its version's schema.
+    #[error("{rpc}: the request is not a valid CRI {version} {message}: {detail}")]
+    BadRequest { rpc: String, version: CriVersion, message: &'static str, detail: String },
+
+    /// The backend's answer does not decode against its version's schema.
+    #[error("{rpc}: the backend's answer is not a valid CRI {version} {message}: {detail}")]
+    BadResponse { rpc: String, version: CriVersion, message: &'static str, detail: String },
+
+    /// The backend could not be reached.
+    #[error("the container runtime at {endpoint} is unreachable: {detail}")]
+    Unreachable { endpoint: String, detail: String },
+
+    /// The backend answers, but serves none of the CRI versions.
+    #[error(
+        "the container runtime at {endpoint} answers UNIMPLEMENTED for CRI v1, v1alpha2 and v1alpha1: \
+         it serves no CRI (for containerd: is the CRI plugin disabled in its config?)"
+    )]
+    NoCri { endpoint: String },
+}
+
+impl From<Error> for Status {
+    fn from(error: Error) -> Status {
+        let code = match &error {
+            Error::Refused(_) => Code::FailedPrecondition,
+            Error::NotInBackendVersion { .. } => Code::Unimplemented,
+            Error::BadRequest { .. } => Code::InvalidArgument,
+            Error::BadResponse { .. } => Code::Internal,
+            Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
+        };
+        Status::new(code, error.to_string())
+    }
+}

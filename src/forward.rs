@@ -1,0 +1,217 @@
+//! The one forwarding path (DESIGN principle 6): every RPC of every frontend version, unary or
+//! server-streaming, goes through `Forwarder`.
+//!
+//! Per call: find the backend's version, look up the precomputed `Plan` for (caller's version,
+//! backend's version, RPC), convert the request (or pass its bytes unchanged when the versions
+//! match), apply the loss policy, call with the caller's metadata and deadline, and convert the
+//! answer back. The backend's status comes back unchanged.
+
+use crate::backend::Backend;
+use crate::convert::policy::{LossPolicy, Side};
+use crate::convert::{unknown, Cx, Route};
+use crate::error::Error;
+use crate::grpc::{ByteStream, Handler, Rpc};
+use crate::version::CriVersion;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use prost::Message;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Extensions, Request, Response, Status};
+
+/// How one RPC travels from one frontend version to one backend version; computed at start.
+struct Plan {
+    /// The RPC as the backend's version names it; `None` when that version lacks it.
+    backend: Option<Rpc>,
+    request: Route,
+    response: Route,
+    /// The request message in the frontend schema, for the unknown-field scan.
+    request_index: usize,
+}
+
+type PlanKey = (CriVersion, CriVersion, &'static str, &'static str);
+
+pub struct Forwarder {
+    runtime: Arc<Backend>,
+    image: Arc<Backend>,
+    policy: Arc<LossPolicy>,
+    plans: HashMap<PlanKey, Arc<Plan>>,
+}
+
+impl Forwarder {
+    /// `image` may be the same backend as `runtime` (no separate image endpoint).
+    pub fn new(runtime: Arc<Backend>, image: Arc<Backend>, policy: Arc<LossPolicy>) -> Forwarder {
+        let mut plans = HashMap::new();
+        for frontend in CriVersion::NEWEST_FIRST {
+            let schema = frontend.schema();
+            for info in schema.rpcs {
+                let rpc = Rpc { version: frontend, info };
+                for backend in CriVersion::NEWEST_FIRST {
+                    let target = rpc.in_version(backend);
+                    let route = |name, from, to| {
+                        Route::new(name, from, to).expect("an RPC shared by two versions has the same messages")
+                    };
+                    let (request, response) = match target {
+                        Some(_) => (route(info.request, frontend, backend), route(info.response, backend, frontend)),
+                        None => (Route::identity(), Route::identity()),
+                    };
+                    let request_index = schema.message_index(info.request).expect("request message in schema");
+                    let plan = Plan { backend: target, request, response, request_index };
+                    plans.insert((frontend, backend, info.service, info.method), Arc::new(plan));
+                }
+            }
+        }
+        Forwarder { runtime, image, policy, plans }
+    }
+
+    pub fn policy(&self) -> &LossPolicy {
+        &self.policy
+    }
+
+    fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
+        if rpc.info.service == "ImageService" {
+            &self.image
+        } else {
+            &self.runtime
+        }
+    }
+
+    fn plan(&self, rpc: Rpc, backend: CriVersion) -> Arc<Plan> {
+        self.plans[&(rpc.version, backend, rpc.info.service, rpc.info.method)].clone()
+    }
+
+    /// Finds the backend's version and the plan for it, then sends the request with `send`.
+    /// A call answered `UNIMPLEMENTED` on a connection newer than the discovered version (the
+    /// runtime was restarted, maybe upgraded) was not executed: probe again and retry once.
+    async fn call<T>(
+        &self,
+        rpc: Rpc,
+        request: Request<Bytes>,
+        send: impl AsyncFn(&Backend, Rpc, Request<Bytes>) -> Result<Response<T>, Status>,
+    ) -> Result<(Response<T>, Arc<Plan>, CriVersion), Status> {
+        let backend = self.backend_for(rpc);
+        let (metadata, _, body) = request.into_parts();
+        let mut retried = false;
+        loop {
+            let found = backend.version().await?;
+            let plan = self.plan(rpc, found.version);
+            let target =
+                plan.backend.ok_or_else(|| Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version })?;
+            let converted = self.convert_request(rpc, &plan, found.version, &body)?;
+            let outgoing = Request::from_parts(forwardable(&metadata), Extensions::new(), converted);
+            match send(backend, target, outgoing).await {
+                Ok(response) => return Ok((response, plan, found.version)),
+                Err(status) if status.code() == Code::Unimplemented && !retried && backend.is_stale(found) => {
+                    backend.forget();
+                    retried = true;
+                }
+                Err(status) => {
+                    if status.code() == Code::Unavailable {
+                        backend.forget();
+                    }
+                    return Err(status);
+                }
+            }
+        }
+    }
+
+    fn convert_request(&self, rpc: Rpc, plan: &Plan, backend: CriVersion, body: &Bytes) -> Result<Bytes, Error> {
+        if plan.request.is_identity() {
+            return Ok(body.clone());
+        }
+        let bad = |detail: String| Error::BadRequest {
+            rpc: rpc.name(),
+            version: rpc.version,
+            message: rpc.info.request,
+            detail,
+        };
+        let mut losses = Vec::new();
+        unknown::scan(rpc.version.schema(), plan.request_index, body, &mut losses).map_err(|e| bad(e.to_string()))?;
+        let mut cx = Cx::new();
+        let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+        losses.extend(cx.into_losses());
+        if !losses.is_empty() {
+            self.policy.apply(Side::Request, &rpc.name(), backend, losses)?;
+        }
+        Ok(converted.into())
+    }
+
+    fn convert_response(&self, rpc: Rpc, plan: &Plan, backend: CriVersion, body: Bytes) -> Result<Bytes, Error> {
+        if plan.response.is_identity() {
+            return Ok(body);
+        }
+        let bad = |detail: String| Error::BadResponse {
+            rpc: rpc.name(),
+            version: backend,
+            message: rpc.info.response,
+            detail,
+        };
+        let mut cx = Cx::new();
+        let mut converted = plan.response.run(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
+        let losses = cx.into_losses();
+        if !losses.is_empty() {
+            self.policy.apply(Side::Response, &rpc.name(), rpc.version, losses)?;
+        }
+        if rpc.info.method == "Version" {
+            converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
+        }
+        Ok(converted.into())
+    }
+}
+
+/// `Version.runtime_api_version` names the version the caller speaks, not the backend's.
+/// (`VersionResponse` has the same fields in every version.)
+fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, prost::DecodeError> {
+    let mut response = crate::api::v1::VersionResponse::decode(bytes)?;
+    response.runtime_api_version = caller.as_str().to_string();
+    Ok(response.encode_to_vec())
+}
+
+/// The caller's metadata minus what describes the caller's own HTTP/2 request; `grpc-timeout`
+/// (the deadline) and everything else (`traceparent`, …) passes on unchanged.
+fn forwardable(metadata: &MetadataMap) -> MetadataMap {
+    let mut headers = metadata.clone().into_headers();
+    for hop in ["te", "content-type", "user-agent", "host", "grpc-accept-encoding", "grpc-encoding"] {
+        headers.remove(hop);
+    }
+    MetadataMap::from_headers(headers)
+}
+
+impl Handler for Forwarder {
+    fn unary(
+        self: Arc<Self>,
+        rpc: Rpc,
+        request: Request<Bytes>,
+    ) -> BoxFuture<'static, Result<Response<Bytes>, Status>> {
+        Box::pin(async move {
+            let (response, plan, backend) =
+                self.call(rpc, request, async |b: &Backend, target, req| b.client().unary(target, req).await).await?;
+            let (metadata, body, _) = response.into_parts();
+            let body = self.convert_response(rpc, &plan, backend, body)?;
+            Ok(Response::from_parts(metadata, body, Extensions::new()))
+        })
+    }
+
+    fn server_streaming(
+        self: Arc<Self>,
+        rpc: Rpc,
+        request: Request<Bytes>,
+    ) -> BoxFuture<'static, Result<Response<ByteStream>, Status>> {
+        Box::pin(async move {
+            let (response, plan, backend) = self
+                .call(rpc, request, async |b: &Backend, target, req| b.client().server_streaming(target, req).await)
+                .await?;
+            let (metadata, stream, _) = response.into_parts();
+            // Dropping this stream (the caller went away) drops the backend's: the cancellation
+            // reaches the runtime as a reset of its stream.
+            let this = self.clone();
+            let converted = stream.map(move |item| {
+                let bytes = item?;
+                this.convert_response(rpc, &plan, backend, bytes).map_err(Status::from)
+            });
+            Ok(Response::from_parts(metadata, converted.boxed(), Extensions::new()))
+        })
+    }
+}

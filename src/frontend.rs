@@ -1,0 +1,64 @@
+//! The listening socket: created with its parent directory, given the configured mode and group,
+//! refused when a live process already serves the path, and cleared when only a stale file is left.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use tokio::net::{UnixListener, UnixStream};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("{path} is already served by a live process (another cri-bridge?); refusing to take it over")]
+    InUse { path: PathBuf },
+    #[error("{path} exists and is not a socket; refusing to remove it")]
+    NotASocket { path: PathBuf },
+    #[error("listen.group: no group named {group:?} in /etc/group")]
+    UnknownGroup { group: String },
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BindError {
+    let path = path.to_path_buf();
+    move |source| BindError::Io { what, path, source }
+}
+
+/// Binds the frontend socket at `path`.
+pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixListener, BindError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io("cannot create directory", parent))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => return Err(BindError::NotASocket { path: path.to_path_buf() }),
+        Ok(_) => match UnixStream::connect(path).await {
+            Ok(_) => return Err(BindError::InUse { path: path.to_path_buf() }),
+            Err(_) => {
+                tracing::info!(path = %path.display(), "removing stale socket");
+                std::fs::remove_file(path).map_err(io("cannot remove stale socket", path))?;
+            }
+        },
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot inspect", path)(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io("cannot listen on", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("cannot set mode of", path))?;
+    if let Some(group) = group {
+        let gid = resolve_group(group)?;
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(io("cannot set group of", path))?;
+    }
+    Ok(listener)
+}
+
+/// A group number, or a name looked up in /etc/group.
+fn resolve_group(group: &str) -> Result<u32, BindError> {
+    if let Ok(gid) = group.parse() {
+        return Ok(gid);
+    }
+    let groups = std::fs::read_to_string("/etc/group").map_err(io("cannot read", Path::new("/etc/group")))?;
+    groups
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.first() == Some(&group))
+        .and_then(|fields| fields.get(2)?.parse().ok())
+        .ok_or_else(|| BindError::UnknownGroup { group: group.to_string() })
+}

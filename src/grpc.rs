@@ -1,0 +1,227 @@
+//! gRPC at the byte level: a codec that passes message bytes through untouched, a server that
+//! routes every CRI path of the enabled versions to one [`Handler`], and a unix-socket channel.
+//!
+//! Both the proxy (`forward`) and the in-memory runtime (`memory`) are handlers: neither needs a
+//! generated service per version, because the schema tables say which RPCs exist and stream.
+
+use crate::api::RpcInfo;
+use crate::version::CriVersion;
+use bytes::{Buf, BufMut, Bytes};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::{Request, Response, Status};
+
+/// The messages of a server-streaming call.
+pub type ByteStream = BoxStream<'static, Result<Bytes, Status>>;
+
+/// One RPC of one version.
+#[derive(Clone, Copy, Debug)]
+pub struct Rpc {
+    pub version: CriVersion,
+    pub info: &'static RpcInfo,
+}
+
+impl Rpc {
+    /// Finds the RPC a gRPC path names: `/runtime.v1.RuntimeService/Version`.
+    pub fn from_path(path: &str) -> Option<Rpc> {
+        let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+        let (package, service) = service.rsplit_once('.')?;
+        let version = CriVersion::from_package(package)?;
+        let info = version.schema().rpc(service, method)?;
+        Some(Rpc { version, info })
+    }
+
+    /// The same method in another version, if that version has it.
+    pub fn in_version(self, version: CriVersion) -> Option<Rpc> {
+        let info = version.schema().rpc(self.info.service, self.info.method)?;
+        Some(Rpc { version, info })
+    }
+
+    pub fn path(&self) -> String {
+        format!("/{}.{}/{}", self.version.package(), self.info.service, self.info.method)
+    }
+
+    /// `RuntimeService/Version`: how the RPC is named in messages, version aside.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.info.service, self.info.method)
+    }
+}
+
+/// Answers CRI calls as bytes.
+pub trait Handler: Send + Sync + 'static {
+    fn unary(self: Arc<Self>, rpc: Rpc, request: Request<Bytes>)
+        -> BoxFuture<'static, Result<Response<Bytes>, Status>>;
+    fn server_streaming(
+        self: Arc<Self>,
+        rpc: Rpc,
+        request: Request<Bytes>,
+    ) -> BoxFuture<'static, Result<Response<ByteStream>, Status>>;
+}
+
+/// Passes message bytes through without decoding them.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// A tower service that serves the Runtime and Image services of `versions` through `handler`.
+pub struct CriServer<H> {
+    handler: Arc<H>,
+    versions: Arc<[CriVersion]>,
+    max_message_size: usize,
+}
+
+impl<H> Clone for CriServer<H> {
+    fn clone(&self) -> Self {
+        CriServer {
+            handler: self.handler.clone(),
+            versions: self.versions.clone(),
+            max_message_size: self.max_message_size,
+        }
+    }
+}
+
+impl<H: Handler> CriServer<H> {
+    pub fn new(handler: Arc<H>, versions: &[CriVersion], max_message_size: usize) -> Self {
+        CriServer { handler, versions: versions.into(), max_message_size }
+    }
+
+    /// As tonic routes, ready for `Server::add_routes`.
+    pub fn into_routes(self) -> tonic::service::Routes {
+        tonic::service::Routes::from(axum::Router::new().fallback_service(self))
+    }
+}
+
+impl<H, B> tower::Service<http::Request<B>> for CriServer<H>
+where
+    H: Handler,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let rpc = Rpc::from_path(request.uri().path()).filter(|rpc| self.versions.contains(&rpc.version));
+        let Some(rpc) = rpc else {
+            let status = Status::unimplemented(format!("unknown service or method {}", request.uri().path()));
+            return Box::pin(async move { Ok(status.into_http()) });
+        };
+        let handler = self.handler.clone();
+        let mut grpc = tonic::server::Grpc::new(RawCodec)
+            .max_decoding_message_size(self.max_message_size)
+            .max_encoding_message_size(self.max_message_size);
+        Box::pin(async move {
+            let response = if rpc.info.server_streaming {
+                let service = tower::service_fn(move |req| handler.clone().server_streaming(rpc, req));
+                grpc.server_streaming(service, request).await
+            } else {
+                let service = tower::service_fn(move |req| handler.clone().unary(rpc, req));
+                grpc.unary(service, request).await
+            };
+            Ok(response)
+        })
+    }
+}
+
+/// A lazily connecting channel to a unix socket. `on_connect` runs for every connection attempt,
+/// so the caller can tell when the connection was re-established.
+pub fn unix_channel(path: PathBuf, on_connect: impl Fn() + Send + Sync + 'static) -> tonic::transport::Channel {
+    let on_connect = Arc::new(on_connect);
+    // The URI is required by the API but unused: the connector always dials the socket.
+    tonic::transport::Endpoint::from_static("http://cri.invalid").connect_with_connector_lazy(tower::service_fn(
+        move |_: http::Uri| {
+            let path = path.clone();
+            on_connect();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        },
+    ))
+}
+
+/// A byte-level client for one channel.
+#[derive(Clone)]
+pub struct CriClient {
+    grpc: tonic::client::Grpc<tonic::transport::Channel>,
+}
+
+impl CriClient {
+    pub fn new(channel: tonic::transport::Channel, max_message_size: usize) -> Self {
+        let grpc = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(max_message_size)
+            .max_encoding_message_size(max_message_size);
+        CriClient { grpc }
+    }
+
+    pub async fn unary(&self, rpc: Rpc, request: Request<Bytes>) -> Result<Response<Bytes>, Status> {
+        let mut grpc = self.grpc.clone();
+        grpc.ready().await.map_err(|e| Status::unavailable(format!("backend not ready: {e}")))?;
+        grpc.unary(request, path_of(rpc)?, RawCodec).await
+    }
+
+    pub async fn server_streaming(
+        &self,
+        rpc: Rpc,
+        request: Request<Bytes>,
+    ) -> Result<Response<tonic::codec::Streaming<Bytes>>, Status> {
+        let mut grpc = self.grpc.clone();
+        grpc.ready().await.map_err(|e| Status::unavailable(format!("backend not ready: {e}")))?;
+        grpc.server_streaming(request, path_of(rpc)?, RawCodec).await
+    }
+}
+
+fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {
+    rpc.path().parse().map_err(|_| Status::internal(format!("invalid gRPC path {}", rpc.path())))
+}
+
+/// Serves `server` on `listener` until `shutdown` completes, then lets calls in flight finish.
+pub async fn serve<H: Handler>(
+    listener: tokio::net::UnixListener,
+    server: CriServer<H>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_routes(server.into_routes())
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), shutdown)
+        .await
+}

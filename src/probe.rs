@@ -1,0 +1,76 @@
+//! `cri-bridge probe SOCKET`: which CRI versions a runtime serves, and which kubelets can use it
+//! directly or through cri-bridge.
+
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
+use std::fmt;
+use std::path::Path;
+use tonic::Code;
+
+/// Which CRI versions each kubelet release line speaks.
+pub const KUBELETS: &[(&str, &[CriVersion])] = &[
+    ("1.9 and older", &[V1alpha1]),
+    ("1.10 to 1.22", &[V1alpha2]),
+    ("1.23 to 1.25", &[V1, V1alpha2]),
+    ("1.26 and newer", &[V1]),
+];
+
+#[derive(Debug)]
+pub struct ProbeReport {
+    pub endpoint: String,
+    /// Versions that answered `Version`, newest first.
+    pub served: Vec<CriVersion>,
+    pub runtime_name: String,
+    pub runtime_version: String,
+}
+
+/// Asks the runtime at `socket` for `Version` in every CRI version.
+pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
+    let endpoint = format!("unix://{}", socket.display());
+    let backend = Backend::new(endpoint.clone(), socket.to_path_buf(), None, crate::config::DEFAULT_MAX_MESSAGE_SIZE);
+    let mut report =
+        ProbeReport { endpoint, served: Vec::new(), runtime_name: String::new(), runtime_version: String::new() };
+    for version in CriVersion::NEWEST_FIRST {
+        match backend.call_version(version).await {
+            Ok(answer) => {
+                report.served.push(version);
+                report.runtime_name = answer.runtime_name;
+                report.runtime_version = answer.runtime_version;
+            }
+            Err(status) if status.code() == Code::Unimplemented => {}
+            Err(status) => {
+                return Err(Error::Unreachable { endpoint: report.endpoint, detail: status.message().to_string() })
+            }
+        }
+    }
+    if report.served.is_empty() {
+        return Err(Error::NoCri { endpoint: report.endpoint });
+    }
+    Ok(report)
+}
+
+impl fmt::Display for ProbeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "runtime:  {} {} at {}", self.runtime_name, self.runtime_version, self.endpoint)?;
+        for version in CriVersion::NEWEST_FIRST {
+            let served = if self.served.contains(&version) { "served" } else { "not served" };
+            writeln!(f, "CRI {version:<9} {served}")?;
+        }
+        writeln!(f, "kubelet compatibility:")?;
+        for (kubelets, speaks) in KUBELETS {
+            let direct: Vec<_> = speaks.iter().filter(|v| self.served.contains(v)).map(|v| v.as_str()).collect();
+            if direct.is_empty() {
+                let wanted: Vec<_> = speaks.iter().map(|v| v.as_str()).collect();
+                writeln!(
+                    f,
+                    "  kubelet {kubelets:<15} through cri-bridge (speaks {}, the runtime does not)",
+                    wanted.join(" or ")
+                )?;
+            } else {
+                writeln!(f, "  kubelet {kubelets:<15} directly (CRI {})", direct.join(", "))?;
+            }
+        }
+        Ok(())
+    }
+}

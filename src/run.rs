@@ -1,0 +1,103 @@
+//! Starting and stopping the daemon: `run(config, shutdown)` wires the backend(s), the
+//! forwarder and the frontend socket, serves until `shutdown` completes, then drains and cleans up.
+
+use crate::backend::Backend;
+use crate::config::{Config, Endpoint};
+use crate::convert::policy::LossPolicy;
+use crate::forward::Forwarder;
+use crate::frontend::{self, BindError};
+use crate::grpc::{self, CriServer};
+use crate::version::CriVersion;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error("cannot start the in-memory runtime: {0}")]
+    Memory(std::io::Error),
+    #[error("serving the frontend failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// An in-memory runtime started for `backend.endpoint: memory`, on a private socket.
+struct MemoryBackend {
+    dir: PathBuf,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MemoryBackend {
+    async fn start(version: CriVersion) -> Result<(MemoryBackend, PathBuf), RunError> {
+        let dir = std::env::temp_dir().join(format!("cri-bridge-memory-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(RunError::Memory)?;
+        let socket = dir.join("runtime.sock");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (_, task) = crate::memory::serve_memory(&socket, &[version], async {
+            let _ = stopped.await;
+        })
+        .await
+        .map_err(RunError::Memory)?;
+        tracing::info!(%version, "started the in-memory runtime (no container runtime needed)");
+        Ok((MemoryBackend { dir, stop, task }, socket))
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn backend(endpoint: &Endpoint, socket: PathBuf, config: &Config) -> Arc<Backend> {
+    Arc::new(Backend::new(endpoint.to_string(), socket, config.backend_version, config.max_message_size))
+}
+
+/// Runs the proxy until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+    let (memory, runtime_socket) = match &config.backend {
+        Endpoint::Memory => {
+            let (memory, socket) = MemoryBackend::start(config.backend_version.unwrap_or(CriVersion::V1)).await?;
+            (Some(memory), socket)
+        }
+        Endpoint::Unix(path) => (None, path.clone()),
+    };
+    let runtime = backend(&config.backend, runtime_socket, &config);
+    let image = match &config.image_backend {
+        Some(endpoint @ Endpoint::Unix(path)) => backend(endpoint, path.clone(), &config),
+        _ => runtime.clone(),
+    };
+    let mut watchers = vec![tokio::spawn(runtime.clone().watch())];
+    if !Arc::ptr_eq(&runtime, &image) {
+        watchers.push(tokio::spawn(image.clone().watch()));
+    }
+
+    let result = async {
+        let listener = frontend::bind(&config.listen_path, config.listen_mode, config.listen_group.as_deref()).await?;
+        let versions: Vec<_> = config.versions.iter().map(|v| v.as_str()).collect();
+        tracing::info!(
+            listen = %config.listen_path.display(),
+            versions = %versions.join(","),
+            backend = %config.backend,
+            "serving CRI"
+        );
+        let policy = Arc::new(LossPolicy::new(config.loss_policy.clone()));
+        let forwarder = Arc::new(Forwarder::new(runtime.clone(), image.clone(), policy));
+        let served =
+            grpc::serve(listener, CriServer::new(forwarder, &config.versions, config.max_message_size), shutdown).await;
+        let _ = std::fs::remove_file(&config.listen_path);
+        served.map_err(RunError::from)
+    }
+    .await;
+
+    for watcher in watchers {
+        watcher.abort();
+    }
+    if let Some(memory) = memory {
+        memory.stop().await;
+    }
+    tracing::info!("stopped");
+    result
+}

@@ -1,0 +1,134 @@
+//! Shared test harness: an in-memory runtime on a real unix socket, and cri-bridge in front of it
+//! on another, both in a fresh temporary directory.
+#![allow(dead_code)]
+
+use cri_bridge::config::{Config, Endpoint};
+use cri_bridge::memory::{serve_memory, MemoryRuntime};
+use cri_bridge::CriVersion;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A fresh directory for one test's sockets; removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        // Unix socket paths are limited to ~108 bytes: keep them short.
+        let dir = std::env::temp_dir().join(format!(
+            "crib-{}-{}-{}",
+            name,
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An in-memory runtime serving some versions on a socket, stoppable.
+pub struct Runtime {
+    pub memory: Arc<MemoryRuntime>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Runtime {
+    pub async fn start(socket: &Path, versions: &[CriVersion]) -> Runtime {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (memory, task) = serve_memory(socket, versions, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("start the in-memory runtime");
+        Runtime { memory, stop: Some(stop), task }
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.task.await;
+    }
+}
+
+/// cri-bridge running in this process, stoppable.
+pub struct Bridge {
+    pub socket: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    pub task: JoinHandle<Result<(), cri_bridge::run::RunError>>,
+}
+
+impl Bridge {
+    pub async fn start(config: Config) -> Bridge {
+        let socket = config.listen_path.clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(cri_bridge::run(config, async {
+            let _ = stopped.await;
+        }));
+        wait_for_socket(&socket).await;
+        Bridge { socket, stop: Some(stop), task }
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// A config with cri-bridge listening in `dir` and forwarding to `backend`.
+pub fn config(dir: &TempDir, backend: &Path, pinned: Option<CriVersion>) -> Config {
+    Config {
+        listen_path: dir.path("bridge.sock"),
+        backend: Endpoint::Unix(backend.to_path_buf()),
+        backend_version: pinned,
+        ..Config::default()
+    }
+}
+
+/// A runtime speaking `backend` versions and cri-bridge in front of it.
+pub struct Pair {
+    pub dir: TempDir,
+    pub runtime: Runtime,
+    pub bridge: Bridge,
+}
+
+impl Pair {
+    pub async fn start(name: &str, backend: &[CriVersion], pinned: Option<CriVersion>) -> Pair {
+        let dir = TempDir::new(name);
+        let runtime = Runtime::start(&dir.path("runtime.sock"), backend).await;
+        let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), pinned)).await;
+        Pair { dir, runtime, bridge }
+    }
+
+    pub fn channel(&self) -> tonic::transport::Channel {
+        channel(&self.bridge.socket)
+    }
+}
+
+pub fn channel(socket: &Path) -> tonic::transport::Channel {
+    cri_bridge::grpc::unix_channel(socket.to_path_buf(), || {})
+}
+
+pub async fn wait_for_socket(path: &Path) {
+    for _ in 0..200 {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("nothing listens on {} after 2 s", path.display());
+}

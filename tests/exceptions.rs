@@ -1,0 +1,352 @@
+//! One table test per hand-written exception and per loss-policy default, through the same
+//! byte-level routes the proxy uses.
+
+use cri_bridge::api::{v1, v1alpha1, v1alpha2};
+use cri_bridge::convert::policy::{Action, LossPolicy, Side};
+use cri_bridge::convert::{unknown, Cx, Loss, LossReason, Route};
+use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
+use prost::Message;
+use std::collections::HashMap;
+
+/// Converts `message` (named `name`) from one version to another and decodes the result.
+fn convert<S: Message, T: Message + Default>(
+    name: &str,
+    from: CriVersion,
+    to: CriVersion,
+    message: &S,
+) -> (T, Vec<Loss>) {
+    let route = Route::new(name, from, to).expect("both versions have the message");
+    let mut cx = Cx::new();
+    let bytes = route.run(&message.encode_to_vec(), &mut cx).expect("converts");
+    (T::decode(bytes.as_slice()).expect("decodes"), cx.into_losses())
+}
+
+fn paths(losses: &[Loss]) -> Vec<&str> {
+    losses.iter().map(|l| l.path.as_str()).collect()
+}
+
+fn v1_pod(namespaces: v1::NamespaceOption) -> v1::RunPodSandboxRequest {
+    v1::RunPodSandboxRequest {
+        config: Some(v1::PodSandboxConfig {
+            metadata: Some(v1::PodSandboxMetadata {
+                name: "web".into(),
+                uid: "u1".into(),
+                namespace: "default".into(),
+                attempt: 0,
+            }),
+            linux: Some(v1::LinuxPodSandboxConfig {
+                security_context: Some(v1::LinuxSandboxSecurityContext {
+                    namespace_options: Some(namespaces),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        runtime_handler: String::new(),
+    }
+}
+
+fn namespaces_of_v1alpha1(req: &v1alpha1::RunPodSandboxRequest) -> v1alpha1::NamespaceOption {
+    req.config.as_ref().unwrap().linux.as_ref().unwrap().security_context.as_ref().unwrap().namespace_options.unwrap()
+}
+
+const POD: i32 = v1::NamespaceMode::Pod as i32;
+const CONTAINER: i32 = v1::NamespaceMode::Container as i32;
+const NODE: i32 = v1::NamespaceMode::Node as i32;
+const TARGET: i32 = v1::NamespaceMode::Target as i32;
+
+#[test]
+fn an_ordinary_pod_reaches_v1alpha1_without_host_namespaces() {
+    // Every ordinary pod sends pid = CONTAINER (1); the bytes unchanged would read as host_pid = true.
+    let ordinary = v1::NamespaceOption { network: POD, pid: CONTAINER, ipc: POD, ..Default::default() };
+    let (req, losses): (v1alpha1::RunPodSandboxRequest, _) =
+        convert("RunPodSandboxRequest", V1, V1alpha1, &v1_pod(ordinary.clone()));
+    assert!(losses.is_empty(), "{losses:?}");
+    let ns = namespaces_of_v1alpha1(&req);
+    assert!(!ns.host_network && !ns.host_pid && !ns.host_ipc, "{ns:?}");
+
+    // The same from a v1alpha2 client.
+    let v1alpha2_pod = v1alpha2::RunPodSandboxRequest::decode(v1_pod(ordinary).encode_to_vec().as_slice()).unwrap();
+    let (req, losses): (v1alpha1::RunPodSandboxRequest, _) =
+        convert("RunPodSandboxRequest", V1alpha2, V1alpha1, &v1alpha2_pod);
+    assert!(losses.is_empty(), "{losses:?}");
+    assert!(!namespaces_of_v1alpha1(&req).host_pid);
+}
+
+#[test]
+fn host_namespaces_map_by_meaning_both_ways() {
+    let host = v1::NamespaceOption { network: NODE, pid: NODE, ipc: NODE, ..Default::default() };
+    let (req, losses): (v1alpha1::RunPodSandboxRequest, _) =
+        convert("RunPodSandboxRequest", V1, V1alpha1, &v1_pod(host));
+    assert!(losses.is_empty());
+    let ns = namespaces_of_v1alpha1(&req);
+    assert!(ns.host_network && ns.host_pid && ns.host_ipc);
+
+    for (host_network, host_pid, host_ipc, expect) in [
+        (false, false, false, (POD, CONTAINER, POD)),
+        (true, false, false, (NODE, CONTAINER, POD)),
+        (false, true, false, (POD, NODE, POD)),
+        (false, false, true, (POD, CONTAINER, NODE)),
+    ] {
+        let old = v1alpha1::NamespaceOption { host_network, host_pid, host_ipc };
+        let (new, losses): (v1::NamespaceOption, _) = convert("NamespaceOption", V1alpha1, V1, &old);
+        assert!(losses.is_empty());
+        assert_eq!((new.network, new.pid, new.ipc), expect, "{old:?}");
+    }
+}
+
+#[test]
+fn namespace_modes_without_a_v1alpha1_form_are_losses_never_a_silent_false() {
+    for (ns, lost) in [
+        (v1::NamespaceOption { network: POD, pid: POD, ipc: POD, ..Default::default() }, vec!["pid"]),
+        (
+            v1::NamespaceOption { network: CONTAINER, pid: CONTAINER, ipc: CONTAINER, ..Default::default() },
+            vec!["network", "ipc"],
+        ),
+        (
+            v1::NamespaceOption { network: POD, pid: TARGET, ipc: POD, target_id: "c1".into(), ..Default::default() },
+            vec!["pid", "target_id"],
+        ),
+        (
+            v1::NamespaceOption {
+                network: POD,
+                pid: CONTAINER,
+                ipc: POD,
+                userns_options: Some(v1::UserNamespace::default()),
+                ..Default::default()
+            },
+            vec!["userns_options"],
+        ),
+    ] {
+        let (_, losses): (v1alpha1::RunPodSandboxRequest, _) =
+            convert("RunPodSandboxRequest", V1, V1alpha1, &v1_pod(ns.clone()));
+        let expect: Vec<String> =
+            lost.iter().map(|f| format!("config.linux.security_context.namespace_options.{f}")).collect();
+        assert_eq!(paths(&losses), expect, "{ns:?}");
+        let refusal = LossPolicy::default().apply(Side::Request, "RunPodSandbox", V1alpha1, losses).unwrap_err();
+        assert!(refusal.to_string().contains("namespace_options"), "{refusal}");
+    }
+}
+
+fn v1_container(sc: v1::LinuxContainerSecurityContext) -> v1::CreateContainerRequest {
+    v1::CreateContainerRequest {
+        pod_sandbox_id: "p1".into(),
+        config: Some(v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: "busybox".into(), ..Default::default() }),
+            linux: Some(v1::LinuxContainerConfig { security_context: Some(sc), ..Default::default() }),
+            ..Default::default()
+        }),
+        sandbox_config: None,
+    }
+}
+
+fn profile(t: v1::security_profile::ProfileType, localhost_ref: &str) -> Option<v1::SecurityProfile> {
+    Some(v1::SecurityProfile { profile_type: t as i32, localhost_ref: localhost_ref.into() })
+}
+
+#[test]
+#[allow(deprecated)]
+fn seccomp_runtime_default_given_only_as_a_profile_reaches_v1alpha2_in_both_forms() {
+    use v1::security_profile::ProfileType;
+    let req = v1_container(v1::LinuxContainerSecurityContext {
+        seccomp: profile(ProfileType::RuntimeDefault, ""),
+        ..Default::default()
+    });
+    let (out, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
+    assert!(losses.is_empty(), "{losses:?}");
+    let sc = out.config.unwrap().linux.unwrap().security_context.unwrap();
+    assert_eq!(sc.seccomp_profile_path, "runtime/default");
+    // RuntimeDefault is the zero value: the profile is an empty message that must stay present.
+    assert_eq!(sc.seccomp, Some(v1alpha2::SecurityProfile::default()));
+    assert!(sc.apparmor.is_none() && sc.apparmor_profile.is_empty());
+}
+
+#[test]
+#[allow(deprecated)]
+fn profiles_and_strings_convert_to_v1alpha1_strings_and_back() {
+    use v1::security_profile::ProfileType;
+    let req = v1_container(v1::LinuxContainerSecurityContext {
+        seccomp: profile(ProfileType::Localhost, "profiles/audit.json"),
+        apparmor: profile(ProfileType::Unconfined, ""),
+        ..Default::default()
+    });
+    let (out, losses): (v1alpha1::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha1, &req);
+    assert!(losses.is_empty(), "{losses:?}");
+    let sc = out.config.clone().unwrap().linux.unwrap().security_context.unwrap();
+    assert_eq!(sc.seccomp_profile_path, "localhost/profiles/audit.json");
+    assert_eq!(sc.apparmor_profile, "unconfined");
+
+    // Up again: the profiles are derived from the strings, which stay as they were.
+    let (back, losses): (v1::CreateContainerRequest, _) = convert("CreateContainerRequest", V1alpha1, V1, &out);
+    assert!(losses.is_empty());
+    let sc = back.config.unwrap().linux.unwrap().security_context.unwrap();
+    assert_eq!(sc.seccomp, profile(ProfileType::Localhost, "profiles/audit.json"));
+    assert_eq!(sc.apparmor, profile(ProfileType::Unconfined, ""));
+    assert_eq!(sc.seccomp_profile_path, "localhost/profiles/audit.json");
+}
+
+#[test]
+#[allow(deprecated)]
+fn an_old_string_spelling_is_kept_when_it_agrees_and_replaced_when_it_does_not() {
+    use v1::security_profile::ProfileType;
+    let old =
+        v1alpha1::LinuxContainerSecurityContext { seccomp_profile_path: "docker/default".into(), ..Default::default() };
+    let (new, _): (v1::LinuxContainerSecurityContext, _) = convert("LinuxContainerSecurityContext", V1alpha1, V1, &old);
+    assert_eq!(new.seccomp, profile(ProfileType::RuntimeDefault, ""));
+    assert_eq!(new.seccomp_profile_path, "docker/default");
+
+    // Both given and disagreeing: the profile wins (runtimes that read both prefer it).
+    let new = v1::LinuxContainerSecurityContext {
+        seccomp: profile(ProfileType::RuntimeDefault, ""),
+        seccomp_profile_path: "unconfined".into(),
+        ..Default::default()
+    };
+    let (old, losses): (v1alpha2::LinuxContainerSecurityContext, _) =
+        convert("LinuxContainerSecurityContext", V1, V1alpha2, &new);
+    assert!(losses.is_empty());
+    assert_eq!(old.seccomp_profile_path, "runtime/default");
+}
+
+#[test]
+fn a_pod_level_apparmor_profile_cannot_reach_v1alpha1() {
+    use v1::security_profile::ProfileType;
+    let sc =
+        v1::LinuxSandboxSecurityContext { apparmor: profile(ProfileType::RuntimeDefault, ""), ..Default::default() };
+    let (_, losses): (v1alpha1::LinuxSandboxSecurityContext, _) =
+        convert("LinuxSandboxSecurityContext", V1, V1alpha1, &sc);
+    assert_eq!(paths(&losses), ["apparmor"]);
+    assert_eq!(LossPolicy::default().action(Side::Request, &losses[0]), Action::Reject);
+}
+
+#[test]
+fn supplemental_groups_policy_strict_bound_for_v1alpha2_is_refused() {
+    let req = v1_container(v1::LinuxContainerSecurityContext {
+        supplemental_groups_policy: v1::SupplementalGroupsPolicy::Strict as i32,
+        ..Default::default()
+    });
+    let (_, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
+    assert_eq!(paths(&losses), ["config.linux.security_context.supplemental_groups_policy"]);
+    assert_eq!(losses[0].field, "LinuxContainerSecurityContext.supplemental_groups_policy");
+    let refusal = LossPolicy::default().apply(Side::Request, "CreateContainer", V1alpha2, losses.clone()).unwrap_err();
+    let message = refusal.to_string();
+    for part in ["CreateContainer", "v1alpha2", "config.linux.security_context.supplemental_groups_policy"] {
+        assert!(message.contains(part), "{message:?} lacks {part}");
+    }
+
+    // An override by field or by path lets it through (dropped, counted).
+    for key in [
+        "LinuxContainerSecurityContext.supplemental_groups_policy",
+        "config.linux.security_context.supplemental_groups_policy",
+    ] {
+        let policy = LossPolicy::new(HashMap::from([(key.to_string(), Action::Warn)]));
+        policy.apply(Side::Request, "CreateContainer", V1alpha2, losses.clone()).unwrap();
+        assert_eq!(policy.counters.warned.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+}
+
+#[test]
+fn other_request_losses_warn_and_response_losses_are_allowed() {
+    let req = v1_container(v1::LinuxContainerSecurityContext::default());
+    let mut req = req;
+    req.config.as_mut().unwrap().stop_signal = v1::Signal::Sigterm as i32;
+    let (_, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
+    assert_eq!(paths(&losses), ["config.stop_signal"]);
+    let policy = LossPolicy::default();
+    assert_eq!(policy.action(Side::Request, &losses[0]), Action::Warn);
+    policy.apply(Side::Request, "CreateContainer", V1alpha2, losses).unwrap();
+
+    // A v1 runtime's ImageFsInfo answer for a v1alpha1 client: the mountpoint has no UUID form.
+    let resp = v1::ImageFsInfoResponse {
+        image_filesystems: vec![v1::FilesystemUsage {
+            timestamp: 1,
+            fs_id: Some(v1::FilesystemIdentifier { mountpoint: "/var/lib/containerd".into() }),
+            used_bytes: Some(v1::UInt64Value { value: 10 }),
+            inodes_used: None,
+        }],
+        container_filesystems: vec![],
+    };
+    let (old, losses): (v1alpha1::ImageFsInfoResponse, _) = convert("ImageFsInfoResponse", V1, V1alpha1, &resp);
+    assert_eq!(paths(&losses), ["image_filesystems[0].fs_id"]);
+    assert_eq!(old.image_filesystems[0].storage_id, None, "a mountpoint is never passed off as a UUID");
+    assert_eq!(old.image_filesystems[0].used_bytes.as_ref().unwrap().value, 10);
+    assert_eq!(policy.action(Side::Response, &losses[0]), Action::Allow);
+}
+
+#[test]
+fn a_non_utf8_env_value_is_a_loss_not_a_crash() {
+    let mut req = v1_container(v1::LinuxContainerSecurityContext::default());
+    req.config.as_mut().unwrap().envs = vec![
+        v1::KeyValue { key: "OK".into(), value: b"fine".to_vec() },
+        v1::KeyValue { key: "BAD".into(), value: vec![0xff, 0xfe] },
+    ];
+    let (out, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
+    assert_eq!(paths(&losses), ["config.envs[1].value"]);
+    assert_eq!(losses[0].reason, LossReason::NotUtf8);
+    assert_eq!(out.config.unwrap().envs[0].value, "fine");
+}
+
+#[test]
+fn an_unknown_field_number_in_a_request_is_reported() {
+    let mut bytes = v1_container(v1::LinuxContainerSecurityContext {
+        run_as_group: Some(v1::Int64Value { value: 5 }),
+        ..Default::default()
+    })
+    .encode_to_vec();
+    // A newer client adds field 99 to CreateContainerRequest: tag (99 << 3 | 0), value 1.
+    prost::encoding::encode_varint(99 << 3, &mut bytes);
+    prost::encoding::encode_varint(1, &mut bytes);
+    let schema = V1.schema();
+    let mut losses = Vec::new();
+    unknown::scan(schema, schema.message_index("CreateContainerRequest").unwrap(), &bytes, &mut losses).unwrap();
+    assert_eq!(paths(&losses), ["#99"]);
+    assert_eq!(losses[0].field, "CreateContainerRequest.#99");
+    assert_eq!(LossPolicy::default().action(Side::Request, &losses[0]), Action::Warn);
+
+    // Nested: an unknown field inside config.linux.security_context.
+    let nested_sc = {
+        let mut sc = v1::LinuxContainerSecurityContext { privileged: true, ..Default::default() }.encode_to_vec();
+        prost::encoding::encode_varint(120 << 3 | 2, &mut sc);
+        prost::encoding::encode_varint(2, &mut sc);
+        sc.extend_from_slice(b"hi");
+        sc
+    };
+    let mut linux = Vec::new();
+    prost::encoding::bytes::encode(2, &nested_sc, &mut linux); // LinuxContainerConfig.security_context = 2
+    let mut config = Vec::new();
+    prost::encoding::bytes::encode(15, &linux, &mut config); // ContainerConfig.linux = 15
+    let mut req = Vec::new();
+    prost::encoding::bytes::encode(2, &config, &mut req); // CreateContainerRequest.config = 2
+    let mut losses = Vec::new();
+    unknown::scan(schema, schema.message_index("CreateContainerRequest").unwrap(), &req, &mut losses).unwrap();
+    assert_eq!(paths(&losses), ["config.linux.security_context.#120"]);
+
+    // Truncated bytes are an error, not a panic.
+    let err = unknown::scan(
+        schema,
+        schema.message_index("CreateContainerRequest").unwrap(),
+        &req[..req.len() - 1],
+        &mut Vec::new(),
+    );
+    assert!(err.is_err());
+}
+
+#[test]
+fn fields_only_in_v1_are_losses_going_down_and_unset_going_up() {
+    let mount = v1::Mount {
+        container_path: "/data".into(),
+        host_path: "/srv".into(),
+        readonly: true,
+        recursive_read_only: true,
+        uid_mappings: vec![v1::IdMapping { host_id: 1000, container_id: 0, length: 1 }],
+        ..Default::default()
+    };
+    let (old, losses): (v1alpha2::Mount, _) = convert("Mount", V1, V1alpha2, &mount);
+    assert_eq!(paths(&losses), ["uidMappings", "recursive_read_only"]);
+    assert!(losses.iter().all(|l| LossPolicy::default().action(Side::Request, l) == Action::Reject));
+    assert_eq!((old.container_path.as_str(), old.host_path.as_str(), old.readonly), ("/data", "/srv", true));
+    let (back, losses): (v1::Mount, _) = convert("Mount", V1alpha2, V1, &old);
+    assert!(losses.is_empty());
+    assert!(!back.recursive_read_only && back.uid_mappings.is_empty());
+}

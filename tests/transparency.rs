@@ -1,0 +1,237 @@
+//! The proxy is transparent: the caller's metadata and deadline reach the runtime, the runtime's
+//! status and metadata come back unchanged, `Version` names the caller's version, and a request
+//! that would lose a protected field is refused before the runtime sees it.
+
+mod common;
+
+use common::{channel, Pair};
+use cri_bridge::api::{v1, v1alpha2};
+use cri_bridge::CriVersion::{V1alpha1, V1alpha2, V1};
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Request};
+
+type V1Runtime = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
+type V1alpha2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
+
+/// grpc-timeout as sent on the wire: digits and a unit (H, M, S, m, u, n).
+fn parse_grpc_timeout(value: &str) -> Duration {
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits.parse().unwrap();
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        other => panic!("bad grpc-timeout unit {other}"),
+    }
+}
+
+#[tokio::test]
+async fn metadata_and_deadline_reach_the_runtime_in_both_paths() {
+    // Same version (bytes pass through) and different versions (converted).
+    for backend in [V1, V1alpha2] {
+        let pair = Pair::start("meta", &[backend], None).await;
+        let mut client = V1Runtime::new(pair.channel());
+        let mut request = Request::new(v1::ListPodSandboxRequest::default());
+        request.metadata_mut().insert(
+            "traceparent",
+            MetadataValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
+        request.metadata_mut().insert("x-request-id", MetadataValue::from_static("req-42"));
+        request.set_timeout(Duration::from_secs(30));
+        let response = client.list_pod_sandbox(request).await.unwrap();
+
+        let seen = pair.runtime.memory.last_metadata("ListPodSandbox").expect("the runtime saw the call");
+        assert_eq!(seen.get("traceparent").unwrap(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(seen.get("x-request-id").unwrap(), "req-42");
+        let deadline =
+            parse_grpc_timeout(seen.get("grpc-timeout").expect("the deadline is forwarded").to_str().unwrap());
+        assert!(
+            deadline <= Duration::from_secs(30) && deadline > Duration::from_secs(29),
+            "backend {backend}: {deadline:?}"
+        );
+        // The runtime echoes traceparent: response metadata comes back too.
+        assert_eq!(
+            response.metadata().get("traceparent").unwrap(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        pair.bridge.stop().await;
+        pair.runtime.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_runtimes_status_comes_back_unchanged() {
+    for backend in [V1, V1alpha2, V1alpha1] {
+        let pair = Pair::start("status", &[backend], None).await;
+        let request = || v1alpha2::ContainerStatusRequest { container_id: "no-such-container".into(), verbose: false };
+        // Asked directly, in the runtime's own version…
+        let direct = cri_bridge::grpc::CriClient::new(channel(&pair.dir.path("runtime.sock")), 1 << 20);
+        let rpc = cri_bridge::grpc::Rpc::from_path(&format!("/{}.RuntimeService/ContainerStatus", backend.package()))
+            .unwrap();
+        let body = bytes::Bytes::from(prost::Message::encode_to_vec(&request()));
+        let direct = direct.unary(rpc, Request::new(body)).await.unwrap_err();
+        // …and through the bridge by a v1alpha2 client.
+        let through = V1alpha2Runtime::new(pair.channel()).container_status(request()).await.unwrap_err();
+        assert_eq!(through.code(), Code::NotFound);
+        assert_eq!((through.code(), through.message()), (direct.code(), direct.message()), "backend {backend}");
+        pair.bridge.stop().await;
+        pair.runtime.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn version_names_the_callers_version() {
+    let pair = Pair::start("version", &[V1alpha2], None).await;
+    let v1 = V1Runtime::new(pair.channel()).version(v1::VersionRequest::default()).await.unwrap().into_inner();
+    assert_eq!(v1.runtime_api_version, "v1");
+    let v1alpha2 =
+        V1alpha2Runtime::new(pair.channel()).version(v1alpha2::VersionRequest::default()).await.unwrap().into_inner();
+    assert_eq!(v1alpha2.runtime_api_version, "v1alpha2");
+    assert_eq!(v1.runtime_name, v1alpha2.runtime_name);
+    pair.bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
+fn strict_container(pod: &str) -> v1::CreateContainerRequest {
+    v1::CreateContainerRequest {
+        pod_sandbox_id: pod.into(),
+        config: Some(v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: "docker.io/library/busybox:latest".into(), ..Default::default() }),
+            linux: Some(v1::LinuxContainerConfig {
+                security_context: Some(v1::LinuxContainerSecurityContext {
+                    supplemental_groups_policy: v1::SupplementalGroupsPolicy::Strict as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        sandbox_config: None,
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_would_lose_a_protected_field_is_refused_before_the_runtime_sees_it() {
+    let pair = Pair::start("refuse", &[V1alpha2], None).await;
+    let mut client = V1Runtime::new(pair.channel());
+    let pod = client
+        .run_pod_sandbox(v1::RunPodSandboxRequest {
+            config: Some(v1::PodSandboxConfig {
+                metadata: Some(v1::PodSandboxMetadata {
+                    name: "p".into(),
+                    uid: "u".into(),
+                    namespace: "n".into(),
+                    attempt: 0,
+                }),
+                ..Default::default()
+            }),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let refused = client.create_container(strict_container(&pod)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    for part in ["CreateContainer", "v1alpha2", "config.linux.security_context.supplemental_groups_policy"] {
+        assert!(refused.message().contains(part), "{:?} lacks {part}", refused.message());
+    }
+    assert!(pair.runtime.memory.last_metadata("CreateContainer").is_none(), "the runtime never saw the call");
+    let containers =
+        client.list_containers(v1::ListContainersRequest::default()).await.unwrap().into_inner().containers;
+    assert!(containers.is_empty());
+
+    // The same request is allowed once the operator says so for that field.
+    pair.bridge.stop().await;
+    let mut config = common::config(&pair.dir, &pair.dir.path("runtime.sock"), None);
+    config.loss_policy.insert(
+        "LinuxContainerSecurityContext.supplemental_groups_policy".into(),
+        cri_bridge::convert::policy::Action::Warn,
+    );
+    let bridge = common::Bridge::start(config).await;
+    let mut client = V1Runtime::new(channel(&bridge.socket));
+    client.create_container(strict_container(&pod)).await.unwrap();
+    assert!(pair.runtime.memory.last_metadata("CreateContainer").is_some());
+    bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_field_from_a_newer_client_goes_through_the_policy() {
+    let pair = Pair::start("unknown", &[V1alpha2], None).await;
+    // A ListPodSandboxRequest with field 99 that our schema does not know.
+    let mut body = prost::Message::encode_to_vec(&v1::ListPodSandboxRequest::default());
+    prost::encoding::encode_varint(99 << 3, &mut body);
+    prost::encoding::encode_varint(7, &mut body);
+    let client = cri_bridge::grpc::CriClient::new(pair.channel(), 1 << 20);
+    let rpc = cri_bridge::grpc::Rpc::from_path("/runtime.v1.RuntimeService/ListPodSandbox").unwrap();
+    // Default policy for an unknown request field: warn, and the call goes through.
+    client.unary(rpc, Request::new(body.clone().into())).await.unwrap();
+    pair.bridge.stop().await;
+
+    let mut config = common::config(&pair.dir, &pair.dir.path("runtime.sock"), None);
+    config.loss_policy.insert("ListPodSandboxRequest.#99".into(), cri_bridge::convert::policy::Action::Reject);
+    let bridge = common::Bridge::start(config).await;
+    let client = cri_bridge::grpc::CriClient::new(channel(&bridge.socket), 1 << 20);
+    let refused = client.unary(rpc, Request::new(body.into())).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(refused.message().contains("#99"), "{refused:?}");
+    bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_malformed_request_is_invalid_argument_naming_the_rpc() {
+    let pair = Pair::start("malformed", &[V1alpha2], None).await;
+    let client = cri_bridge::grpc::CriClient::new(pair.channel(), 1 << 20);
+    let rpc = cri_bridge::grpc::Rpc::from_path("/runtime.v1.RuntimeService/RunPodSandbox").unwrap();
+    // Field 1 (config), length 10, but only 2 bytes follow.
+    let status =
+        client.unary(rpc, Request::new(bytes::Bytes::from_static(&[0x0a, 0x0a, 0x01, 0x02]))).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("RunPodSandbox"), "{status:?}");
+    pair.bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_stream_reaches_the_runtime_and_events_flow_through() {
+    let pair = Pair::start("events", &[V1], None).await;
+    let mut events = V1Runtime::new(pair.channel())
+        .get_container_events(v1::GetEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut client = V1Runtime::new(pair.channel());
+    let pod = client
+        .run_pod_sandbox(v1::RunPodSandboxRequest {
+            config: Some(v1::PodSandboxConfig {
+                metadata: Some(v1::PodSandboxMetadata {
+                    name: "p".into(),
+                    uid: "u".into(),
+                    namespace: "n".into(),
+                    attempt: 0,
+                }),
+                ..Default::default()
+            }),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let mut create = strict_container(&pod);
+    create.config.as_mut().unwrap().linux = None;
+    let id = client.create_container(create).await.unwrap().into_inner().container_id;
+    let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await.unwrap().unwrap().unwrap();
+    assert_eq!(event.container_id, id);
+    assert_eq!(event.container_event_type, v1::ContainerEventType::ContainerCreatedEvent as i32);
+    drop(events);
+    pair.bridge.stop().await;
+    pair.runtime.stop().await;
+}
