@@ -1,1 +1,235 @@
-fn main() {}
+//! Conversion cost against a plain prost decode + encode of the same bytes (the baseline), for
+//! the messages the issue names, in each direction. After the measurements it prints each
+//! conversion's time as a ratio of its baseline (target: within 1.5×).
+//!
+//! Inputs are built from the schema itself: every field set (repeated fields twice, maps with two
+//! entries), so no field escapes the measurement; the lists hold 1,000 such entries.
+
+use cri_bridge::api::{v1, v1alpha1, v1alpha2, FILE_DESCRIPTOR_SET};
+use cri_bridge::convert::{Cx, Route};
+use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
+use criterion::{black_box, Criterion};
+use prost::encoding::{encode_key, encode_varint, WireType};
+use prost::Message;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FileDescriptorProto, FileDescriptorSet};
+use std::time::Duration;
+
+/// Encodes message `name` of `package` with every field set.
+fn filled(file: &FileDescriptorProto, name: &str, depth: usize, out: &mut Vec<u8>) {
+    let message = find(file, name);
+    let mut fields: Vec<_> = message.field.iter().collect();
+    fields.sort_by_key(|f| f.number());
+    for field in fields {
+        let count = if field.label() == Label::Repeated { 2 } else { 1 };
+        for i in 0..count {
+            let n = field.number() as u32;
+            match field.r#type() {
+                Type::Message => {
+                    let type_name = field.type_name().rsplit('.').next().unwrap();
+                    let nested = message.nested_type.iter().find(|m| m.name() == type_name);
+                    let mut body = Vec::new();
+                    match nested {
+                        // A map entry: key and value strings.
+                        Some(_) => {
+                            prost::encoding::string::encode(1, &format!("key-{i}"), &mut body);
+                            prost::encoding::string::encode(2, &format!("value-{i}"), &mut body);
+                        }
+                        None if depth < 8 => filled(file, type_name, depth + 1, &mut body),
+                        None => {}
+                    }
+                    prost::encoding::bytes::encode(n, &body, out);
+                }
+                Type::String => prost::encoding::string::encode(n, &format!("{}-{i}", field.name()), out),
+                Type::Bytes => prost::encoding::bytes::encode(n, &format!("{}-{i}", field.name()).into_bytes(), out),
+                Type::Bool => prost::encoding::bool::encode(n, &true, out),
+                Type::Double => prost::encoding::double::encode(n, &1.5, out),
+                Type::Enum => {
+                    // The last value: non-zero, so it is encoded.
+                    let enum_name = field.type_name().rsplit('.').next().unwrap();
+                    let value = enum_values(file, enum_name).into_iter().max().unwrap_or(0);
+                    encode_key(n, WireType::Varint, out);
+                    encode_varint(value as u64, out);
+                }
+                _ => {
+                    encode_key(n, WireType::Varint, out);
+                    encode_varint(42 + i as u64, out);
+                }
+            }
+        }
+    }
+}
+
+fn find<'a>(file: &'a FileDescriptorProto, name: &str) -> &'a DescriptorProto {
+    file.message_type.iter().find(|m| m.name() == name).unwrap_or_else(|| panic!("no message {name}"))
+}
+
+fn enum_values(file: &FileDescriptorProto, name: &str) -> Vec<i32> {
+    let top = file.enum_type.iter();
+    let nested = file.message_type.iter().flat_map(|m| m.enum_type.iter());
+    top.chain(nested)
+        .find(|e| e.name() == name)
+        .map(|e| e.value.iter().map(|v| v.number()).collect())
+        .unwrap_or_default()
+}
+
+fn file_of(version: CriVersion) -> FileDescriptorProto {
+    let set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET).unwrap();
+    set.file.into_iter().find(|f| f.package() == version.package()).unwrap()
+}
+
+/// A message with every field set, in `version`.
+fn full(version: CriVersion, name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    filled(&file_of(version), name, 0, &mut out);
+    out
+}
+
+/// A list response: field 1 repeated 1,000 times with a full `element`.
+fn list_of(version: CriVersion, element: &str) -> Vec<u8> {
+    let item = full(version, element);
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        prost::encoding::bytes::encode(1, &item, &mut out);
+    }
+    out
+}
+
+/// Decode + encode with the source version's prost type: what any proxy that looked inside the
+/// message would pay.
+type Baseline = fn(&[u8]) -> Vec<u8>;
+
+fn roundtrip<M: Message + Default>(bytes: &[u8]) -> Vec<u8> {
+    M::decode(bytes).unwrap().encode_to_vec()
+}
+
+struct Case {
+    name: &'static str,
+    message: &'static str,
+    from: CriVersion,
+    to: CriVersion,
+    input: Vec<u8>,
+    baseline: Baseline,
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let create = "CreateContainerRequest";
+    let containers = ("ListContainersResponse", "Container");
+    let stats = ("ListContainerStatsResponse", "ContainerStats");
+    macro_rules! both_ways {
+        ($old:ident, $oldv:expr, $label:literal) => {
+            cases.push(Case {
+                name: concat!("CreateContainerRequest v1->", $label),
+                message: create,
+                from: V1,
+                to: $oldv,
+                input: full(V1, create),
+                baseline: roundtrip::<v1::CreateContainerRequest>,
+            });
+            cases.push(Case {
+                name: concat!("CreateContainerRequest ", $label, "->v1"),
+                message: create,
+                from: $oldv,
+                to: V1,
+                input: full($oldv, create),
+                baseline: roundtrip::<$old::CreateContainerRequest>,
+            });
+            cases.push(Case {
+                name: concat!("ListContainersResponse(1000) v1->", $label),
+                message: containers.0,
+                from: V1,
+                to: $oldv,
+                input: list_of(V1, containers.1),
+                baseline: roundtrip::<v1::ListContainersResponse>,
+            });
+            cases.push(Case {
+                name: concat!("ListContainersResponse(1000) ", $label, "->v1"),
+                message: containers.0,
+                from: $oldv,
+                to: V1,
+                input: list_of($oldv, containers.1),
+                baseline: roundtrip::<$old::ListContainersResponse>,
+            });
+            cases.push(Case {
+                name: concat!("ListContainerStatsResponse(1000) v1->", $label),
+                message: stats.0,
+                from: V1,
+                to: $oldv,
+                input: list_of(V1, stats.1),
+                baseline: roundtrip::<v1::ListContainerStatsResponse>,
+            });
+            cases.push(Case {
+                name: concat!("ListContainerStatsResponse(1000) ", $label, "->v1"),
+                message: stats.0,
+                from: $oldv,
+                to: V1,
+                input: list_of($oldv, stats.1),
+                baseline: roundtrip::<$old::ListContainerStatsResponse>,
+            });
+        };
+    }
+    both_ways!(v1alpha2, V1alpha2, "v1alpha2");
+    both_ways!(v1alpha1, V1alpha1, "v1alpha1");
+    cases
+}
+
+fn main() {
+    let mut criterion = Criterion::default()
+        .configure_from_args()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    let cases = cases();
+    for case in &cases {
+        let route = Route::new(case.message, case.from, case.to).unwrap();
+        let mut group = criterion.benchmark_group(case.name);
+        group.bench_function("baseline decode+encode", |b| b.iter(|| (case.baseline)(black_box(&case.input))));
+        group.bench_function("convert", |b| {
+            b.iter(|| {
+                let mut cx = Cx::new();
+                route.run(black_box(&case.input), &mut cx).unwrap()
+            })
+        });
+        group.finish();
+    }
+    criterion.final_summary();
+    print_ratios(&cases);
+}
+
+/// Reads criterion's estimates back and prints convert / baseline for each case.
+fn print_ratios(cases: &[Case]) {
+    // target/criterion/<group>/<function>/new/{benchmark,estimates}.json
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
+    let mut means = std::collections::HashMap::new();
+    for group in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        for function in std::fs::read_dir(group.path()).into_iter().flatten().flatten() {
+            let new = function.path().join("new");
+            let read = |name: &str| -> Option<serde_json::Value> {
+                serde_json::from_str(&std::fs::read_to_string(new.join(name)).ok()?).ok()
+            };
+            let (Some(id), Some(estimates)) = (read("benchmark.json"), read("estimates.json")) else { continue };
+            let key = (
+                id["group_id"].as_str().unwrap_or("").to_string(),
+                id["function_id"].as_str().unwrap_or("").to_string(),
+            );
+            if let Some(mean) = estimates["mean"]["point_estimate"].as_f64() {
+                means.insert(key, mean);
+            }
+        }
+    }
+    let mean = |group: &str, function: &str| means.get(&(group.to_string(), function.to_string())).copied();
+    println!("\n{:<48} {:>14} {:>14} {:>7}", "conversion (decode, convert, encode)", "baseline", "convert", "ratio");
+    for case in cases {
+        match (mean(case.name, "baseline decode+encode"), mean(case.name, "convert")) {
+            (Some(base), Some(conv)) => println!(
+                "{:<48} {:>11.1} µs {:>11.1} µs {:>6.2}×",
+                case.name,
+                base / 1000.0,
+                conv / 1000.0,
+                conv / base
+            ),
+            _ => println!("{:<48} (not measured in this run)", case.name),
+        }
+    }
+}

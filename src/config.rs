@@ -12,10 +12,12 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("config file {path}: {message}")]
+    #[error("config file {}: {message}", path.display())]
     Parse { path: PathBuf, message: String },
+    #[error("config: {message}")]
+    Syntax { message: String },
     #[error("config key `{key}`: {message}")]
     Invalid { key: &'static str, message: String },
 }
@@ -152,7 +154,7 @@ impl Config {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Config::parse(&text).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
+            ConfigError::Syntax { message } => ConfigError::Parse { path: path.to_path_buf(), message },
             other => other,
         })
     }
@@ -163,8 +165,7 @@ impl Config {
         let file: File = if text.trim().lines().all(|l| l.trim().is_empty() || l.trim().starts_with('#')) {
             File::default()
         } else {
-            serde_yaml::from_str(text)
-                .map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string() })?
+            serde_yaml::from_str(text).map_err(|e| ConfigError::Syntax { message: e.to_string() })?
         };
         let mut config = Config::default();
         if let Some(path) = file.listen.path {

@@ -25,6 +25,8 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BindErr
 
 /// Binds the frontend socket at `path`.
 pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixListener, BindError> {
+    // Resolved first, so that a bad group leaves no socket file behind.
+    let gid = group.map(resolve_group).transpose()?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io("cannot create directory", parent))?;
     }
@@ -41,10 +43,15 @@ pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixLis
         Err(e) => return Err(io("cannot inspect", path)(e)),
     }
     let listener = UnixListener::bind(path).map_err(io("cannot listen on", path))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("cannot set mode of", path))?;
-    if let Some(group) = group {
-        let gid = resolve_group(group)?;
-        std::os::unix::fs::chown(path, None, Some(gid)).map_err(io("cannot set group of", path))?;
+    let set_up = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io("cannot set mode of", path))
+        .and_then(|()| match gid {
+            Some(gid) => std::os::unix::fs::chown(path, None, Some(gid)).map_err(io("cannot set group of", path)),
+            None => Ok(()),
+        });
+    if let Err(e) = set_up {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
     }
     Ok(listener)
 }

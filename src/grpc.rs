@@ -214,14 +214,34 @@ fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {
     rpc.path().parse().map_err(|_| Status::internal(format!("invalid gRPC path {}", rpc.path())))
 }
 
-/// Serves `server` on `listener` until `shutdown` completes, then lets calls in flight finish.
+/// How long calls in flight may take to finish after shutdown begins.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `server` on `listener` until `shutdown` completes, then lets calls in flight finish
+/// for up to [`DRAIN_TIMEOUT`]; a client that holds its connection longer is cut off.
 pub async fn serve<H: Handler>(
     listener: tokio::net::UnixListener,
     server: CriServer<H>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .add_routes(server.into_routes())
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), shutdown)
-        .await
+    let (drain, draining) = tokio::sync::oneshot::channel::<()>();
+    let serving = tonic::transport::Server::builder().add_routes(server.into_routes()).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        async {
+            let _ = draining.await;
+        },
+    );
+    tokio::pin!(serving);
+    tokio::select! {
+        result = &mut serving => return result,
+        () = shutdown => {}
+    }
+    let _ = drain.send(());
+    match tokio::time::timeout(DRAIN_TIMEOUT, serving).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("connections still open {DRAIN_TIMEOUT:?} after shutdown began; closing them");
+            Ok(())
+        }
+    }
 }

@@ -1608,10 +1608,10 @@ mod tests {
         };
         let by_label =
             v1::PodSandboxFilter { label_selector: [("app".into(), "web".into())].into(), ..Default::default() };
-        assert_eq!(list(by_label), [web.clone()]);
+        assert_eq!(list(by_label), [web.as_str()]);
         let ready = v1::PodSandboxStateValue { state: v1::PodSandboxState::SandboxReady as i32 };
-        assert_eq!(list(v1::PodSandboxFilter { state: Some(ready), ..Default::default() }), [web.clone()]);
-        assert_eq!(list(v1::PodSandboxFilter { id: db.clone(), ..Default::default() }), [db.clone()]);
+        assert_eq!(list(v1::PodSandboxFilter { state: Some(ready), ..Default::default() }), [web.as_str()]);
+        assert_eq!(list(v1::PodSandboxFilter { id: db.clone(), ..Default::default() }), [db.as_str()]);
         assert_eq!(list(Default::default()).len(), 2);
 
         let a = create(&rt, &web, "a").unwrap();
@@ -1622,9 +1622,9 @@ mod tests {
             rt.list_containers(req).unwrap().containers.into_iter().map(|c| c.id).collect()
         };
         let running = v1::ContainerStateValue { state: v1::ContainerState::ContainerRunning as i32 };
-        assert_eq!(containers(v1::ContainerFilter { state: Some(running), ..Default::default() }), [b.clone()]);
+        assert_eq!(containers(v1::ContainerFilter { state: Some(running), ..Default::default() }), [b.as_str()]);
         let named_a = [("name".to_string(), "a".to_string())].into();
-        assert_eq!(containers(v1::ContainerFilter { label_selector: named_a, ..Default::default() }), [a.clone()]);
+        assert_eq!(containers(v1::ContainerFilter { label_selector: named_a, ..Default::default() }), [a.as_str()]);
         assert_eq!(containers(v1::ContainerFilter { pod_sandbox_id: web.clone(), ..Default::default() }).len(), 2);
         assert!(containers(v1::ContainerFilter { pod_sandbox_id: db.clone(), ..Default::default() }).is_empty());
 
@@ -1760,6 +1760,31 @@ mod tests {
 
         rt.end_streams();
         assert!(events.next().await.is_none(), "ending the streams ends the event stream");
+    }
+
+    #[tokio::test]
+    async fn every_rpc_of_every_version_is_dispatched() {
+        let rt = MemoryRuntime::new();
+        for version in CriVersion::NEWEST_FIRST {
+            for info in version.schema().rpcs {
+                let rpc = Rpc { version, info };
+                let request = || Request::new(Bytes::new());
+                let result = if info.server_streaming {
+                    rt.clone().server_streaming(rpc, request()).await.map(|_| ())
+                } else {
+                    rt.clone().unary(rpc, request()).await.map(|_| ())
+                };
+                // An empty request may be invalid, but every method must be known and convertible.
+                if let Err(status) = result {
+                    let code = status.code();
+                    assert!(code != Code::Unimplemented && code != Code::Internal, "{}: {status:?}", rpc.path());
+                }
+                assert!(rt.last_metadata(info.method).is_some(), "{}", rpc.path());
+            }
+        }
+        let total: usize = CriVersion::NEWEST_FIRST.iter().map(|v| v.schema().rpcs.len()).sum();
+        assert_eq!(rt.calls(), total as u64);
+        assert_eq!(CriVersion::V1.schema().rpcs.len(), 41);
     }
 
     #[tokio::test]

@@ -1,0 +1,212 @@
+//! The `cri-bridge` binary: check-config, probe, and the README quick start (serve, call, SIGTERM).
+
+mod common;
+
+use common::{Runtime, TempDir};
+use cri_bridge::api::{v1, v1alpha2};
+use cri_bridge::CriVersion;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.yaml")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs the binary to completion off the async runtime (which serves the in-memory runtime).
+async fn run_bin(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || Command::new(BIN).args(&args).output().expect("run cri-bridge")).await.unwrap()
+}
+
+/// Waits up to `timeout` for `child` to exit.
+async fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[test]
+fn check_config_accepts_the_example() {
+    let output = Command::new(BIN).arg("check-config").arg(example()).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout(&output).trim_end().ends_with("ok"), "{output:?}");
+    assert!(stdout(&output).contains("config.example.yaml"), "{output:?}");
+}
+
+#[test]
+fn check_config_refuses_a_bad_file_naming_the_key() {
+    let dir = TempDir::new("cli-check");
+    let file = dir.path("bad.yaml");
+    std::fs::write(&file, "listen:\n  mode: \"rw-rw----\"\n").unwrap();
+    let output = Command::new(BIN).arg("check-config").arg(&file).output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr(&output).contains("listen.mode"), "{output:?}");
+    assert!(!stdout(&output).contains("ok"), "{output:?}");
+
+    std::fs::write(&file, "backend:\n  endpoint: memory\n  versoin: v1\n").unwrap();
+    let output = Command::new(BIN).arg("check-config").arg(&file).output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr(&output).contains("versoin"), "{output:?}");
+
+    let output = Command::new(BIN).arg("check-config").arg(dir.path("missing.yaml")).output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr(&output).contains("missing.yaml"), "{output:?}");
+}
+
+/// The probe report line for `version`: `served` or `not served`.
+fn served_line(report: &str, version: CriVersion) -> String {
+    report
+        .lines()
+        .find(|l| l.split_whitespace().take(2).eq(["CRI", version.as_str()]))
+        .unwrap_or_else(|| panic!("no line for CRI {version} in:\n{report}"))
+        .split_whitespace()
+        .skip(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The probe report line for the kubelets `kubelets` (`1.26 and newer`), after the name.
+fn kubelet_line<'a>(report: &'a str, kubelets: &str) -> &'a str {
+    report
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("kubelet ")?.strip_prefix(kubelets))
+        .unwrap_or_else(|| panic!("no line for kubelet {kubelets} in:\n{report}"))
+        .trim()
+}
+
+#[tokio::test]
+async fn probe_reports_versions_and_kubelets() {
+    let dir = TempDir::new("cli-probe");
+    let socket = dir.path("runtime.sock");
+    let runtime = Runtime::start(&socket, &[CriVersion::V1alpha2]).await;
+
+    let output = run_bin(vec!["probe".into(), socket.display().to_string()]).await;
+    assert!(output.status.success(), "{output:?}");
+    let report = stdout(&output);
+    assert!(report.contains(cri_bridge::memory::RUNTIME_NAME), "{report}");
+    assert!(report.contains(&format!("unix://{}", socket.display())), "{report}");
+    assert_eq!(served_line(&report, CriVersion::V1alpha2), "served", "{report}");
+    assert_eq!(served_line(&report, CriVersion::V1), "not served", "{report}");
+    assert_eq!(served_line(&report, CriVersion::V1alpha1), "not served", "{report}");
+
+    let newest = kubelet_line(&report, "1.26 and newer");
+    assert!(newest.starts_with("through cri-bridge"), "{report}");
+    let old = kubelet_line(&report, "1.10 to 1.22");
+    assert!(old.starts_with("directly"), "{report}");
+    assert!(old.contains("v1alpha2"), "{report}");
+    // 1.23–1.25 speak v1alpha2 too; 1.9 only v1alpha1.
+    assert!(kubelet_line(&report, "1.23 to 1.25").starts_with("directly"), "{report}");
+    assert!(kubelet_line(&report, "1.9 and older").starts_with("through cri-bridge"), "{report}");
+
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn probe_of_a_dead_socket_fails_unreachable() {
+    let dir = TempDir::new("cli-dead");
+    // A stale socket file: nobody listens.
+    let stale = dir.path("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    // And no file at all.
+    let missing = dir.path("missing.sock");
+    for socket in [stale, missing] {
+        let output = run_bin(vec!["probe".into(), socket.display().to_string()]).await;
+        assert!(!output.status.success(), "{output:?}");
+        assert!(stderr(&output).contains("unreachable"), "{output:?}");
+        assert!(stderr(&output).contains(&socket.display().to_string()), "{output:?}");
+        assert!(stdout(&output).is_empty(), "{output:?}");
+    }
+}
+
+/// Waits up to 10 s for something to listen on `path`, failing early if `child` exits.
+async fn wait_for_listener(child: &mut Child, path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("cri-bridge exited with {status} before listening");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    panic!("nothing listens on {} after 10 s", path.display());
+}
+
+#[tokio::test]
+async fn quick_start_serves_and_stops_on_sigterm() {
+    let dir = TempDir::new("cli-serve");
+    let socket = dir.path("bridge.sock");
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    wait_for_listener(&mut child, &socket).await;
+
+    let channel = common::channel(&socket);
+    let answer = v1::runtime_service_client::RuntimeServiceClient::new(channel.clone())
+        .version(v1::VersionRequest { version: "0.1.0".into() })
+        .await
+        .expect("v1 Version")
+        .into_inner();
+    assert_eq!(answer.runtime_name, "cri-bridge-memory");
+    assert_eq!(answer.runtime_api_version, "v1");
+    let answer = v1alpha2::runtime_service_client::RuntimeServiceClient::new(channel.clone())
+        .version(v1alpha2::VersionRequest { version: "0.1.0".into() })
+        .await
+        .expect("v1alpha2 Version")
+        .into_inner();
+    assert_eq!(answer.runtime_name, "cri-bridge-memory");
+    assert_eq!(answer.runtime_api_version, "v1alpha2");
+    drop(channel);
+
+    let killed = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(killed.success());
+    // Wait asynchronously: the client connection's task must keep running to see the GOAWAY.
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).await;
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("cri-bridge did not exit within 5 s of SIGTERM; stderr:\n{logs}");
+    };
+    assert!(status.success(), "exit status {status}; stderr:\n{logs}");
+    assert!(std::fs::symlink_metadata(&socket).is_err(), "{} must be removed on exit", socket.display());
+}
+
+#[test]
+fn serve_with_a_bad_backend_names_the_flag() {
+    let dir = TempDir::new("cli-badflag");
+    let output = Command::new(BIN)
+        .args(["serve", "--backend", "tcp://x", "--listen"])
+        .arg(dir.path("bridge.sock"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr(&output).contains("--backend"), "{output:?}");
+    assert!(stderr(&output).contains("tcp://x"), "{output:?}");
+    assert!(!dir.path("bridge.sock").exists());
+}

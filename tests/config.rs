@@ -1,0 +1,288 @@
+//! The configuration file: the example documents the defaults, every key parses, every error
+//! names its key, and command-line overrides win.
+
+use cri_bridge::config::{Config, ConfigError, Endpoint, LogFormat, Overrides, DEFAULT_MAX_MESSAGE_SIZE};
+use cri_bridge::convert::policy::Action;
+use cri_bridge::CriVersion::{V1alpha1, V1alpha2, V1};
+use std::path::{Path, PathBuf};
+
+fn example_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.yaml")
+}
+
+/// Parses `yaml`, expecting an error; its message.
+fn error(yaml: &str) -> String {
+    match Config::parse(yaml) {
+        Ok(config) => panic!("{yaml:?} must be refused, got {config:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Parses `yaml`, expecting a validation error for `key`; its message.
+fn invalid(yaml: &str, key: &str) -> String {
+    let err = Config::parse(yaml).expect_err(yaml);
+    match &err {
+        ConfigError::Invalid { key: k, .. } => assert_eq!(*k, key, "{yaml:?}: {err}"),
+        other => panic!("{yaml:?}: expected an error for key {key}, got {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(message.contains(key), "{message}");
+    message
+}
+
+#[test]
+fn example_documents_the_defaults() {
+    let loaded = Config::load(&example_path()).expect("config.example.yaml loads");
+    let default = Config::default();
+    assert_eq!(loaded.listen_path, default.listen_path);
+    assert_eq!(loaded.listen_path, PathBuf::from("/run/cri-bridge/cri-bridge.sock"));
+    assert_eq!(loaded.listen_mode, default.listen_mode);
+    assert_eq!(loaded.listen_mode, 0o660);
+    assert_eq!(loaded.listen_group, default.listen_group);
+    assert_eq!(loaded.versions, default.versions);
+    assert_eq!(loaded.versions, vec![V1, V1alpha2, V1alpha1]);
+    assert_eq!(loaded.backend, default.backend);
+    assert_eq!(loaded.backend, Endpoint::Memory);
+    assert_eq!(loaded.image_backend, default.image_backend);
+    assert_eq!(loaded.backend_version, default.backend_version);
+    assert_eq!(loaded.backend_version, None);
+    assert_eq!(loaded.max_message_size, default.max_message_size);
+    assert_eq!(loaded.max_message_size, DEFAULT_MAX_MESSAGE_SIZE);
+    assert_eq!(loaded.log_level, default.log_level);
+    assert_eq!(loaded.log_format, default.log_format);
+    assert!(loaded.loss_policy.is_empty());
+    assert!(default.loss_policy.is_empty());
+}
+
+#[test]
+fn every_key_set_parses_to_its_value() {
+    let config = Config::parse(
+        r#"
+listen:
+  path: /var/run/bridge/kubelet.sock
+  mode: "0600"
+  group: kube
+  versions: [v1alpha2]
+backend:
+  endpoint: unix:///run/containerd/containerd.sock
+  image_endpoint: unix:///run/images/images.sock
+  version: v1alpha2
+max_message_size: 4194304
+loss_policy:
+  ContainerConfig.stop_signal: allow
+  LinuxContainerSecurityContext.supplemental_groups_policy: warn
+  config.linux.security_context.run_as_group: reject
+log:
+  level: debug
+  format: json
+"#,
+    )
+    .expect("a full config parses");
+    assert_eq!(config.listen_path, PathBuf::from("/var/run/bridge/kubelet.sock"));
+    assert_eq!(config.listen_mode, 0o600);
+    assert_eq!(config.listen_group.as_deref(), Some("kube"));
+    assert_eq!(config.versions, vec![V1alpha2]);
+    assert_eq!(config.backend, Endpoint::Unix(PathBuf::from("/run/containerd/containerd.sock")));
+    assert_eq!(config.image_backend, Some(Endpoint::Unix(PathBuf::from("/run/images/images.sock"))));
+    assert_eq!(config.backend_version, Some(V1alpha2));
+    assert_eq!(config.max_message_size, 4 * 1024 * 1024);
+    assert_eq!(config.loss_policy.len(), 3);
+    assert_eq!(config.loss_policy["ContainerConfig.stop_signal"], Action::Allow);
+    assert_eq!(config.loss_policy["LinuxContainerSecurityContext.supplemental_groups_policy"], Action::Warn);
+    assert_eq!(config.loss_policy["config.linux.security_context.run_as_group"], Action::Reject);
+    assert_eq!(config.log_level, "debug");
+    assert_eq!(config.log_format, LogFormat::Json);
+}
+
+#[test]
+fn other_accepted_spellings() {
+    let config = Config::parse(
+        "listen: {mode: \"0o640\"}\nbackend: {version: v1}\nlog: {level: \"cri_bridge=debug\", format: text}\n",
+    )
+    .unwrap();
+    assert_eq!(config.listen_mode, 0o640);
+    assert_eq!(config.backend_version, Some(V1));
+    assert_eq!(config.log_level, "cri_bridge=debug");
+    assert_eq!(config.log_format, LogFormat::Text);
+    let config = Config::parse("backend: {version: auto, endpoint: memory}\n").unwrap();
+    assert_eq!(config.backend_version, None);
+    assert_eq!(config.backend, Endpoint::Memory);
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let message = error("listne:\n  path: /x.sock\n");
+    assert!(message.contains("listne"), "{message}");
+    let message = error("listen: {pth: x}\n");
+    assert!(message.contains("pth"), "{message}");
+    let message = error("backend: {endpiont: memory}\n");
+    assert!(message.contains("endpiont"), "{message}");
+    let message = error("log: {colour: true}\n");
+    assert!(message.contains("colour"), "{message}");
+}
+
+#[test]
+fn bad_listen_values_name_the_key() {
+    for mode in ["\"rw-rw----\"", "\"0999\"", "\"01777\"", "\"\""] {
+        invalid(&format!("listen: {{mode: {mode}}}\n"), "listen.mode");
+    }
+    let message = invalid("listen: {versions: [v1, v2]}\n", "listen.versions");
+    assert!(message.contains("v2"), "{message}");
+    let message = invalid("listen: {versions: []}\n", "listen.versions");
+    assert!(message.contains("at least one"), "{message}");
+}
+
+#[test]
+fn bad_backend_values_name_the_key() {
+    for endpoint in ["tcp://localhost:1234", "unix://relative.sock", "/run/containerd/containerd.sock", "memry"] {
+        let message = invalid(&format!("backend: {{endpoint: \"{endpoint}\"}}\n"), "backend.endpoint");
+        assert!(message.contains(endpoint), "{message}");
+    }
+    let message = invalid("backend: {image_endpoint: \"http://images\"}\n", "backend.image_endpoint");
+    assert!(message.contains("http://images"), "{message}");
+    // `memory` for images only makes sense when the runtime is the in-memory one too.
+    invalid("backend: {endpoint: \"unix:///run/c.sock\", image_endpoint: memory}\n", "backend.image_endpoint");
+    let message = invalid("backend: {version: v2}\n", "backend.version");
+    assert!(message.contains("v2"), "{message}");
+}
+
+#[test]
+fn too_small_message_size_names_the_key() {
+    let message = invalid("max_message_size: 100\n", "max_message_size");
+    assert!(message.contains("100"), "{message}");
+    Config::parse("max_message_size: 4096\n").expect("4096 is the smallest accepted size");
+}
+
+#[test]
+fn loss_policy_is_validated() {
+    let message = invalid("loss_policy:\n  ContainerConfig.stop_signal: ignore\n", "loss_policy");
+    assert!(message.contains("ignore"), "{message}");
+    assert!(message.contains("ContainerConfig.stop_signal"), "{message}");
+    let message = invalid("loss_policy:\n  Foo.bar: warn\n", "loss_policy");
+    assert!(message.contains("Foo.bar"), "{message}");
+    let message = invalid("loss_policy:\n  ContainerConfig.no_such_field: warn\n", "loss_policy");
+    assert!(message.contains("ContainerConfig.no_such_field"), "{message}");
+    let message = invalid("loss_policy:\n  config.linux.no_such_field: warn\n", "loss_policy");
+    assert!(message.contains("no_such_field"), "{message}");
+
+    let config = Config::parse(
+        "loss_policy:\n  LinuxContainerSecurityContext.supplemental_groups_policy: allow\n  \
+         config.linux.security_context.run_as_group: warn\n  CreateContainerRequest.#99: reject\n",
+    )
+    .expect("field, path and unknown-number keys are accepted");
+    assert_eq!(config.loss_policy["LinuxContainerSecurityContext.supplemental_groups_policy"], Action::Allow);
+    assert_eq!(config.loss_policy["config.linux.security_context.run_as_group"], Action::Warn);
+    assert_eq!(config.loss_policy["CreateContainerRequest.#99"], Action::Reject);
+}
+
+#[test]
+fn bad_log_values_name_the_key() {
+    let message = invalid("log: {format: xml}\n", "log.format");
+    assert!(message.contains("xml"), "{message}");
+    let message = invalid("log: {level: \"[[[\"}\n", "log.level");
+    assert!(message.contains("[[["), "{message}");
+}
+
+#[test]
+fn wrong_type_is_a_parse_error_naming_the_key() {
+    let err = Config::parse("max_message_size: lots\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+    assert!(err.to_string().contains("max_message_size"), "{err}");
+    let err = Config::parse("listen:\n  versions: v1\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+    assert!(err.to_string().contains("versions"), "{err}");
+}
+
+#[test]
+fn load_names_the_file_in_parse_errors() {
+    let dir = std::env::temp_dir().join(format!("crib-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(&file, "max_message_size: lots\n").unwrap();
+    let err = Config::load(&file).unwrap_err();
+    let message = err.to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+    assert!(message.contains(&file.display().to_string()), "{message}");
+    assert!(message.contains("max_message_size"), "{message}");
+}
+
+#[test]
+fn overrides_win_over_the_file() {
+    let file = Config::parse(
+        "listen: {path: /file/listen.sock}\nbackend: {endpoint: \"unix:///file/runtime.sock\", version: v1}\n",
+    )
+    .unwrap();
+    let config = file
+        .clone()
+        .apply(Overrides {
+            listen: Some(PathBuf::from("/flag/listen.sock")),
+            backend: Some("unix:///flag/runtime.sock".into()),
+            image_backend: Some("unix:///flag/images.sock".into()),
+            backend_version: Some("v1alpha1".into()),
+        })
+        .unwrap();
+    assert_eq!(config.listen_path, PathBuf::from("/flag/listen.sock"));
+    assert_eq!(config.backend, Endpoint::Unix(PathBuf::from("/flag/runtime.sock")));
+    assert_eq!(config.image_backend, Some(Endpoint::Unix(PathBuf::from("/flag/images.sock"))));
+    assert_eq!(config.backend_version, Some(V1alpha1));
+
+    // `auto` unpins; no overrides change nothing.
+    let config =
+        file.clone().apply(Overrides { backend_version: Some("auto".into()), ..Overrides::default() }).unwrap();
+    assert_eq!(config.backend_version, None);
+    assert_eq!(config.listen_path, PathBuf::from("/file/listen.sock"));
+    let config = file.apply(Overrides::default()).unwrap();
+    assert_eq!(config.listen_path, PathBuf::from("/file/listen.sock"));
+    assert_eq!(config.backend, Endpoint::Unix(PathBuf::from("/file/runtime.sock")));
+    assert_eq!(config.backend_version, Some(V1));
+}
+
+#[test]
+fn bad_overrides_name_the_flag() {
+    let err =
+        Config::default().apply(Overrides { backend: Some("tcp://x".into()), ..Overrides::default() }).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("--backend"), "{message}");
+    assert!(message.contains("tcp://x"), "{message}");
+    let err =
+        Config::default().apply(Overrides { backend_version: Some("v3".into()), ..Overrides::default() }).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("--backend-version"), "{message}");
+    assert!(message.contains("v3"), "{message}");
+    let err = Config::default()
+        .apply(Overrides { image_backend: Some("images".into()), ..Overrides::default() })
+        .unwrap_err();
+    assert!(err.to_string().contains("--image-backend"), "{err}");
+}
+
+#[test]
+fn empty_file_is_the_defaults() {
+    for text in ["", "\n\n", "# only a comment\n  # another\n"] {
+        let config = Config::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let default = Config::default();
+        assert_eq!(config.listen_path, default.listen_path);
+        assert_eq!(config.listen_mode, default.listen_mode);
+        assert_eq!(config.versions, default.versions);
+        assert_eq!(config.backend, default.backend);
+        assert_eq!(config.backend_version, default.backend_version);
+        assert_eq!(config.max_message_size, default.max_message_size);
+        assert_eq!(config.log_format, default.log_format);
+        assert!(config.loss_policy.is_empty());
+    }
+    let dir = std::env::temp_dir().join(format!("crib-config-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("empty.yaml");
+    std::fs::write(&file, "").unwrap();
+    let loaded = Config::load(&file);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(loaded.unwrap().listen_path, Config::default().listen_path);
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let path = Path::new("/nonexistent/cri-bridge/config.yaml");
+    let err = Config::load(path).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+    assert!(err.to_string().contains("/nonexistent/cri-bridge/config.yaml"), "{err}");
+}
