@@ -104,73 +104,41 @@ fn roundtrip<M: Message + Default>(bytes: &[u8]) -> Vec<u8> {
 }
 
 struct Case {
-    name: &'static str,
+    name: String,
     message: &'static str,
     from: CriVersion,
     to: CriVersion,
     input: Vec<u8>,
     baseline: Baseline,
+    /// Answers are converted with a counting context, as the proxy does: their losses are
+    /// expected and only counted; requests record every loss with its path.
+    response: bool,
 }
 
 fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    let create = "CreateContainerRequest";
-    let containers = ("ListContainersResponse", "Container");
-    let stats = ("ListContainerStatsResponse", "ContainerStats");
+    // Both directions between v1 and `$old` for message `$msg`: one full message, or a list of
+    // 1,000 full `$element`s.
     macro_rules! both_ways {
-        ($old:ident, $oldv:expr, $label:literal) => {
-            cases.push(Case {
-                name: concat!("CreateContainerRequest v1->", $label),
-                message: create,
-                from: V1,
-                to: $oldv,
-                input: full(V1, create),
-                baseline: roundtrip::<v1::CreateContainerRequest>,
-            });
-            cases.push(Case {
-                name: concat!("CreateContainerRequest ", $label, "->v1"),
-                message: create,
-                from: $oldv,
-                to: V1,
-                input: full($oldv, create),
-                baseline: roundtrip::<$old::CreateContainerRequest>,
-            });
-            cases.push(Case {
-                name: concat!("ListContainersResponse(1000) v1->", $label),
-                message: containers.0,
-                from: V1,
-                to: $oldv,
-                input: list_of(V1, containers.1),
-                baseline: roundtrip::<v1::ListContainersResponse>,
-            });
-            cases.push(Case {
-                name: concat!("ListContainersResponse(1000) ", $label, "->v1"),
-                message: containers.0,
-                from: $oldv,
-                to: V1,
-                input: list_of($oldv, containers.1),
-                baseline: roundtrip::<$old::ListContainersResponse>,
-            });
-            cases.push(Case {
-                name: concat!("ListContainerStatsResponse(1000) v1->", $label),
-                message: stats.0,
-                from: V1,
-                to: $oldv,
-                input: list_of(V1, stats.1),
-                baseline: roundtrip::<v1::ListContainerStatsResponse>,
-            });
-            cases.push(Case {
-                name: concat!("ListContainerStatsResponse(1000) ", $label, "->v1"),
-                message: stats.0,
-                from: $oldv,
-                to: V1,
-                input: list_of($oldv, stats.1),
-                baseline: roundtrip::<$old::ListContainerStatsResponse>,
-            });
+        ($old:ident, $oldv:expr, $msg:ident, $element:expr, $response:expr) => {
+            let directions = [(V1, $oldv, roundtrip::<v1::$msg> as Baseline), ($oldv, V1, roundtrip::<$old::$msg>)];
+            for (from, to, baseline) in directions {
+                let message = stringify!($msg);
+                let (label, input) = match $element {
+                    Some(element) => (format!("{message}(1000)"), list_of(from, element)),
+                    None => (message.to_string(), full(from, message)),
+                };
+                let name = format!("{label} {from}->{to}");
+                cases.push(Case { name, message, from, to, input, baseline, response: $response });
+            }
         };
     }
-    both_ways!(v1alpha2, V1alpha2, "v1alpha2");
-    both_ways!(v1alpha1, V1alpha1, "v1alpha1");
+    both_ways!(v1alpha2, V1alpha2, CreateContainerRequest, None::<&str>, false);
+    both_ways!(v1alpha2, V1alpha2, ListContainersResponse, Some("Container"), true);
+    both_ways!(v1alpha2, V1alpha2, ListContainerStatsResponse, Some("ContainerStats"), true);
+    both_ways!(v1alpha1, V1alpha1, CreateContainerRequest, None::<&str>, false);
+    both_ways!(v1alpha1, V1alpha1, ListContainersResponse, Some("Container"), true);
+    both_ways!(v1alpha1, V1alpha1, ListContainerStatsResponse, Some("ContainerStats"), true);
     cases
 }
 
@@ -181,24 +149,35 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
     let cases = cases();
-    for case in &cases {
+    // Which cases this run measured (a filter on the command line skips the others).
+    let mut measured = vec![false; cases.len()];
+    for (case, measured) in cases.iter().zip(&mut measured) {
         let route = Route::new(case.message, case.from, case.to).unwrap();
-        let mut group = criterion.benchmark_group(case.name);
+        let mut group = criterion.benchmark_group(&case.name);
         group.bench_function("baseline decode+encode", |b| b.iter(|| (case.baseline)(black_box(&case.input))));
         group.bench_function("convert", |b| {
+            *measured = true;
             b.iter(|| {
-                let mut cx = Cx::new();
+                let mut cx = if case.response { Cx::counting() } else { Cx::new() };
                 route.run(black_box(&case.input), &mut cx).unwrap()
             })
         });
         group.finish();
     }
     criterion.final_summary();
-    print_ratios(&cases);
+    let measured: Vec<&Case> = cases.iter().zip(measured).filter(|(_, m)| *m).map(|(c, _)| c).collect();
+    print_ratios(&measured);
+}
+
+/// How many fields one conversion of the case drops (each is reported, or counted for answers).
+fn losses(case: &Case) -> usize {
+    let mut cx = Cx::new();
+    Route::new(case.message, case.from, case.to).unwrap().run(&case.input, &mut cx).unwrap();
+    cx.loss_count()
 }
 
 /// Reads criterion's estimates back and prints convert / baseline for each case.
-fn print_ratios(cases: &[Case]) {
+fn print_ratios(cases: &[&Case]) {
     // target/criterion/<group>/<function>/new/{benchmark,estimates}.json
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
     let mut means = std::collections::HashMap::new();
@@ -219,17 +198,21 @@ fn print_ratios(cases: &[Case]) {
         }
     }
     let mean = |group: &str, function: &str| means.get(&(group.to_string(), function.to_string())).copied();
-    println!("\n{:<48} {:>14} {:>14} {:>7}", "conversion (decode, convert, encode)", "baseline", "convert", "ratio");
+    println!(
+        "\n{:<48} {:>14} {:>14} {:>7} {:>7}",
+        "conversion (decode, convert, encode)", "baseline", "convert", "ratio", "losses"
+    );
     for case in cases {
-        match (mean(case.name, "baseline decode+encode"), mean(case.name, "convert")) {
+        match (mean(&case.name, "baseline decode+encode"), mean(&case.name, "convert")) {
             (Some(base), Some(conv)) => println!(
-                "{:<48} {:>11.1} µs {:>11.1} µs {:>6.2}×",
+                "{:<48} {:>11.1} µs {:>11.1} µs {:>6.2}× {:>7}",
                 case.name,
                 base / 1000.0,
                 conv / 1000.0,
-                conv / base
+                conv / base,
+                losses(case)
             ),
-            _ => println!("{:<48} (not measured in this run)", case.name),
+            _ => println!("{:<48} (no estimates found)", case.name),
         }
     }
 }

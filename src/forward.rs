@@ -148,12 +148,9 @@ impl Forwarder {
             message: rpc.info.response,
             detail,
         };
-        let mut cx = Cx::new();
+        let mut cx = Cx::counting();
         let mut converted = plan.response.run(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
-        let losses = cx.into_losses();
-        if !losses.is_empty() {
-            self.policy.apply(Side::Response, &rpc.name(), rpc.version, losses)?;
-        }
+        self.policy.count_response_losses(cx.loss_count());
         if rpc.info.method == "Version" {
             converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
         }

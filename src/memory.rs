@@ -142,6 +142,11 @@ impl MemoryRuntime {
 
     /// Ends the open GetContainerEvents streams (and those opened later), so that a graceful
     /// shutdown need not wait for them. [`serve_memory`] calls it when its shutdown completes.
+    /// How many GetContainerEvents streams are open (tests: a cancelled stream must go away).
+    pub fn event_watchers(&self) -> usize {
+        self.events.receiver_count()
+    }
+
     pub fn end_streams(&self) {
         self.closing.send_replace(true);
     }
@@ -1445,7 +1450,7 @@ fn decode_request<Req: Message + Default>(rpc: Rpc, body: &[u8]) -> Result<Req, 
         .ok_or_else(|| Status::internal(format!("no conversion of {} to v1", rpc.info.request)))?;
     let invalid = |e: prost::DecodeError| Status::invalid_argument(format!("cannot decode {}: {e}", rpc.info.request));
     // Losses here are the fake's own business: ignored.
-    let v1_bytes = route.run(body, &mut Cx::new()).map_err(invalid)?;
+    let v1_bytes = route.run(body, &mut Cx::counting()).map_err(invalid)?;
     Req::decode(v1_bytes.as_slice()).map_err(invalid)
 }
 
@@ -1459,7 +1464,7 @@ fn response_route(rpc: Rpc) -> Result<impl Fn(Vec<u8>) -> Result<Bytes, Status> 
             return Ok(Bytes::from(bytes));
         }
         route
-            .run(&bytes, &mut Cx::new())
+            .run(&bytes, &mut Cx::counting())
             .map(Bytes::from)
             .map_err(|e| Status::internal(format!("cannot convert {name}: {e}")))
     })

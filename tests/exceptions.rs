@@ -350,3 +350,24 @@ fn fields_only_in_v1_are_losses_going_down_and_unset_going_up() {
     assert!(losses.is_empty());
     assert!(!back.recursive_read_only && back.uid_mappings.is_empty());
 }
+
+#[test]
+fn an_absent_v1alpha1_namespace_option_keeps_its_meaning_in_v1() {
+    // v1alpha1: absent means no host namespaces, a private PID namespace. v1: absent means pid
+    // POD, shared with the pod. The conversion writes the v1alpha1 meaning out.
+    let container = v1alpha1::CreateContainerRequest {
+        pod_sandbox_id: "p".into(),
+        config: Some(v1alpha1::ContainerConfig {
+            metadata: Some(v1alpha1::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            ..Default::default()
+        }),
+        sandbox_config: Some(v1alpha1::PodSandboxConfig::default()),
+    };
+    let (out, losses): (v1::CreateContainerRequest, _) = convert("CreateContainerRequest", V1alpha1, V1, &container);
+    assert!(losses.is_empty());
+    let private = v1::NamespaceOption { network: POD, pid: CONTAINER, ipc: POD, ..Default::default() };
+    let of_container = out.config.unwrap().linux.unwrap().security_context.unwrap().namespace_options;
+    assert_eq!(of_container, Some(private.clone()));
+    let of_pod = out.sandbox_config.unwrap().linux.unwrap().security_context.unwrap().namespace_options;
+    assert_eq!(of_pod, Some(private));
+}

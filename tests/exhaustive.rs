@@ -185,6 +185,22 @@ const NOT_DEFAULT: &[NotDefault] = &[
         output: &[],
         losses: &["NamespaceOption.pid"],
     },
+    // An absent v1alpha1 NamespaceOption also means "all false": the pod and container configs
+    // write it out in v1 (linux.security_context.namespace_options = {pid: CONTAINER}).
+    NotDefault {
+        version: CriVersion::V1alpha1,
+        message: "PodSandboxConfig",
+        direction: "to_v1",
+        output: &[0x42, 0x06, 0x12, 0x04, 0x0a, 0x02, 0x10, 0x01],
+        losses: &[],
+    },
+    NotDefault {
+        version: CriVersion::V1alpha1,
+        message: "ContainerConfig",
+        direction: "to_v1",
+        output: &[0x7a, 0x06, 0x12, 0x04, 0x1a, 0x02, 0x10, 0x01],
+        losses: &[],
+    },
 ];
 
 /// The default message (empty bytes) converts to the default message, both ways, with no loss,

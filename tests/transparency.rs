@@ -96,6 +96,13 @@ async fn version_names_the_callers_version() {
     pair.runtime.stop().await;
 }
 
+async fn run_pod(client: &mut V1Runtime) -> String {
+    let metadata = v1::PodSandboxMetadata { name: "p".into(), uid: "u".into(), namespace: "n".into(), attempt: 0 };
+    let config = v1::PodSandboxConfig { metadata: Some(metadata), ..Default::default() };
+    let request = v1::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() };
+    client.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id
+}
+
 fn strict_container(pod: &str) -> v1::CreateContainerRequest {
     v1::CreateContainerRequest {
         pod_sandbox_id: pod.into(),
@@ -119,23 +126,7 @@ fn strict_container(pod: &str) -> v1::CreateContainerRequest {
 async fn a_request_that_would_lose_a_protected_field_is_refused_before_the_runtime_sees_it() {
     let pair = Pair::start("refuse", &[V1alpha2], None).await;
     let mut client = V1Runtime::new(pair.channel());
-    let pod = client
-        .run_pod_sandbox(v1::RunPodSandboxRequest {
-            config: Some(v1::PodSandboxConfig {
-                metadata: Some(v1::PodSandboxMetadata {
-                    name: "p".into(),
-                    uid: "u".into(),
-                    namespace: "n".into(),
-                    attempt: 0,
-                }),
-                ..Default::default()
-            }),
-            runtime_handler: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .pod_sandbox_id;
+    let pod = run_pod(&mut client).await;
     let refused = client.create_container(strict_container(&pod)).await.unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition);
     for part in ["CreateContainer", "v1alpha2", "config.linux.security_context.supplemental_groups_policy"] {
@@ -208,30 +199,25 @@ async fn cancelling_a_stream_reaches_the_runtime_and_events_flow_through() {
         .unwrap()
         .into_inner();
     let mut client = V1Runtime::new(pair.channel());
-    let pod = client
-        .run_pod_sandbox(v1::RunPodSandboxRequest {
-            config: Some(v1::PodSandboxConfig {
-                metadata: Some(v1::PodSandboxMetadata {
-                    name: "p".into(),
-                    uid: "u".into(),
-                    namespace: "n".into(),
-                    attempt: 0,
-                }),
-                ..Default::default()
-            }),
-            runtime_handler: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .pod_sandbox_id;
+    let pod = run_pod(&mut client).await;
     let mut create = strict_container(&pod);
     create.config.as_mut().unwrap().linux = None;
     let id = client.create_container(create).await.unwrap().into_inner().container_id;
     let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await.unwrap().unwrap().unwrap();
     assert_eq!(event.container_id, id);
     assert_eq!(event.container_event_type, v1::ContainerEventType::ContainerCreatedEvent as i32);
+    assert_eq!(pair.runtime.memory.event_watchers(), 1);
+    // The caller goes away: the bridge must cancel its own stream to the runtime.
     drop(events);
+    let mut watchers = 1;
+    for _ in 0..100 {
+        watchers = pair.runtime.memory.event_watchers();
+        if watchers == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(watchers, 0, "the runtime's stream was not cancelled");
     pair.bridge.stop().await;
     pair.runtime.stop().await;
 }

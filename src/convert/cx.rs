@@ -9,6 +9,9 @@ use std::borrow::Cow;
 pub struct Cx {
     path: Vec<Segment>,
     losses: Vec<Loss>,
+    /// Only count losses, without recording them (responses: their losses are expected).
+    count_only: bool,
+    count: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -19,8 +22,20 @@ enum Segment {
 }
 
 impl Cx {
+    /// A context that records every loss with its path.
     pub fn new() -> Cx {
         Cx::default()
+    }
+
+    /// A context that only counts losses: for answers, whose losses are expected (a newer
+    /// runtime telling an older client more than it can hear) and are not judged field by field.
+    pub fn counting() -> Cx {
+        Cx { count_only: true, ..Cx::default() }
+    }
+
+    /// How many losses occurred (recorded or only counted).
+    pub fn loss_count(&self) -> usize {
+        self.count
     }
 
     /// The losses recorded so far.
@@ -82,17 +97,23 @@ impl Cx {
 
     /// Records that `field` (as `Message.field`) was set and could not be carried.
     pub fn lost(&mut self, field: &'static str, reason: LossReason) {
+        self.count += 1;
+        if self.count_only {
+            return;
+        }
         let path = self.render(field_name(field));
         self.losses.push(Loss { path, field: Cow::Borrowed(field), reason });
     }
 
     /// Records a loss found outside a typed conversion (the wire scan for unknown fields).
     pub fn push_loss(&mut self, loss: Loss) {
+        self.count += 1;
         self.losses.push(loss);
     }
 
     fn render(&self, last: &str) -> String {
-        let mut path = String::new();
+        use std::fmt::Write;
+        let mut path = String::with_capacity(64);
         for segment in &self.path {
             match segment {
                 Segment::Field(f) => {
@@ -102,9 +123,7 @@ impl Cx {
                     path.push_str(field_name(f));
                 }
                 Segment::Index(i) => {
-                    path.push('[');
-                    path.push_str(&i.to_string());
-                    path.push(']');
+                    let _ = write!(path, "[{i}]");
                 }
             }
         }

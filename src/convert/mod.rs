@@ -137,8 +137,11 @@ impl Route {
 
     /// Runs the route over `bytes`, recording losses in `cx`.
     pub fn run(&self, bytes: &[u8], cx: &mut Cx) -> Result<Vec<u8>, prost::DecodeError> {
-        let mut current = bytes.to_vec();
-        for step in &self.steps {
+        let Some((first, rest)) = self.steps.split_first() else {
+            return Ok(bytes.to_vec());
+        };
+        let mut current = (first.0)(bytes, cx)?;
+        for step in rest {
             current = (step.0)(&current, cx)?;
         }
         Ok(current)

@@ -5,6 +5,7 @@
 //! newer runtime telling an older client more than it can hear). Overrides name a field as
 //! `Message.field` (wherever it appears), as a full path (`config.linux.security_context.run_as_group`)
 //! or as `Message.#N` for a field number unknown to our schema; a path override wins.
+//! The proxy judges request losses field by field; answer losses are only counted.
 
 use super::Loss;
 use crate::version::CriVersion;
@@ -150,6 +151,13 @@ impl LossPolicy {
             Side::Response => Action::Allow,
             Side::Request if SECURITY_RELEVANT.iter().any(|s| s.field == loss.field) => Action::Reject,
             Side::Request => Action::Warn,
+        }
+    }
+
+    /// Counts fields dropped from answers: expected, so allowed without being judged one by one.
+    pub fn count_response_losses(&self, count: usize) {
+        if count > 0 {
+            self.counters.allowed.fetch_add(count as u64, Ordering::Relaxed);
         }
     }
 

@@ -43,6 +43,22 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         version: "v1alpha1",
+        message: "PodSandboxConfig",
+        old_fields: &[],
+        v1_fields: &[],
+        hook: "pod_sandbox_config",
+        why: "an absent v1alpha1 NamespaceOption means no host namespaces; an absent v1 one means pid POD",
+    },
+    Rule {
+        version: "v1alpha1",
+        message: "ContainerConfig",
+        old_fields: &[],
+        v1_fields: &[],
+        hook: "container_config",
+        why: "an absent v1alpha1 NamespaceOption means a private PID namespace; an absent v1 one shares the pod's",
+    },
+    Rule {
+        version: "v1alpha1",
         message: "FilesystemUsage",
         old_fields: &["storage_id"],
         v1_fields: &["fs_id"],

@@ -840,6 +840,17 @@ impl Schema {
         }
     }
 
+    /// Makes the chain of singular message fields `path` present (as empty messages if absent).
+    fn ensure_present(&self, idx: usize, msg: &mut Msg, path: &[&str]) {
+        let Some((first, rest)) = path.split_first() else { return };
+        let Some(fd) = self.field_by_name(idx, first) else { return };
+        let Kind::Message(sub) = fd.kind else { return };
+        let entry = msg.fields.entry(fd.number).or_insert_with(|| Field::One(Val::Msg(Msg::default())));
+        if let Field::One(Val::Msg(inner)) = entry {
+            self.ensure_present(sub, inner, rest);
+        }
+    }
+
     fn profile_message(&self, sp: usize, p: &Profile) -> Msg {
         let type_field = self.field_by_name(sp, "profile_type").expect("profile_type");
         let ref_field = self.field_by_name(sp, "localhost_ref").expect("localhost_ref");
@@ -883,6 +894,13 @@ impl Schema {
     /// version has both forms, a present profile gets (or keeps an equivalent) string, and a
     /// string without its profile is removed.
     pub fn canonicalise(&self, idx: usize, msg: &mut Msg) {
+        // (c) In v1alpha1 an absent NamespaceOption means "no host namespaces", in v1 it means
+        //     pid POD; the converter writes v1alpha1's meaning out in full going up (the rules for
+        //     PodSandboxConfig and ContainerConfig). So pod and container configs always carry
+        //     linux.security_context.namespace_options, in every version.
+        if matches!(self.messages[idx].name, "PodSandboxConfig" | "ContainerConfig") {
+            self.ensure_present(idx, msg, &["linux", "security_context", "namespace_options"]);
+        }
         for fd in &self.messages[idx].fields {
             if let Kind::Message(sub) = fd.kind {
                 match msg.fields.get_mut(&fd.number) {

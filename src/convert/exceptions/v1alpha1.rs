@@ -3,6 +3,7 @@
 //! with those fields filled in; it converts the fields its rule claims.
 
 use super::security_profile::{reconcile, ProfileKind};
+use super::utf8_value;
 use crate::api::{v1 as new, v1alpha1 as old};
 use crate::convert::{Cx, IsSet, LossReason};
 use new::NamespaceMode;
@@ -53,6 +54,31 @@ fn host(cx: &mut Cx, field: &'static str, mode: i32, private: NamespaceMode) -> 
     }
 }
 
+/// In v1alpha1 an absent `NamespaceOption` is all `false`: private namespaces. In v1 an absent
+/// one is all zero: pid POD, shared with the pod. So the private modes are written out, down to
+/// the container's PID namespace, whenever the v1alpha1 request left them out.
+fn private_namespaces() -> new::NamespaceOption {
+    let mut options = new::NamespaceOption::default();
+    namespace_option_to_v1(old::NamespaceOption::default(), &mut options, &mut Cx::counting());
+    options
+}
+
+pub fn pod_sandbox_config_to_v1(_src: old::PodSandboxConfig, dst: &mut new::PodSandboxConfig, _cx: &mut Cx) {
+    let linux = dst.linux.get_or_insert_with(Default::default);
+    let context = linux.security_context.get_or_insert_with(Default::default);
+    context.namespace_options.get_or_insert_with(private_namespaces);
+}
+
+pub fn pod_sandbox_config_from_v1(_src: new::PodSandboxConfig, _dst: &mut old::PodSandboxConfig, _cx: &mut Cx) {}
+
+pub fn container_config_to_v1(_src: old::ContainerConfig, dst: &mut new::ContainerConfig, _cx: &mut Cx) {
+    let linux = dst.linux.get_or_insert_with(Default::default);
+    let context = linux.security_context.get_or_insert_with(Default::default);
+    context.namespace_options.get_or_insert_with(private_namespaces);
+}
+
+pub fn container_config_from_v1(_src: new::ContainerConfig, _dst: &mut old::ContainerConfig, _cx: &mut Cx) {}
+
 /// A storage UUID is not a mountpoint: reported, never reinterpreted.
 pub fn filesystem_usage_to_v1(src: old::FilesystemUsage, _dst: &mut new::FilesystemUsage, cx: &mut Cx) {
     if src.storage_id.is_set() {
@@ -74,10 +100,7 @@ pub fn key_value_to_v1(src: old::KeyValue, dst: &mut new::KeyValue, _cx: &mut Cx
 }
 
 pub fn key_value_from_v1(src: new::KeyValue, dst: &mut old::KeyValue, cx: &mut Cx) {
-    match String::from_utf8(src.value) {
-        Ok(value) => dst.value = value,
-        Err(_) => cx.lost("KeyValue.value", LossReason::NotUtf8),
-    }
+    dst.value = utf8_value(cx, src.value);
 }
 
 /// v1alpha1 has only the seccomp string: the v1 profile is derived from it.

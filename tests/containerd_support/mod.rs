@@ -1,0 +1,531 @@
+//! A real, isolated containerd for the tests in `tests/containerd.rs`: its own root, state,
+//! sockets and runc root in a short temporary directory, the CRI plugin with the `native`
+//! snapshotter and no CNI (pods use the host network), and images built on the spot from
+//! busybox-static (no registry). Stopped, with its shims and their containers, by `Drop`, so a
+//! panicking test leaves nothing running or mounted.
+#![allow(dead_code)]
+
+use cri_bridge::api::v1;
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The pause image the CRI plugin runs every sandbox from (`sandbox_image`).
+pub const PAUSE_IMAGE: &str = "cri-bridge.test/pause:1";
+/// The image the tests' containers run.
+pub const BUSYBOX_IMAGE: &str = "cri-bridge.test/busybox:1";
+
+/// Applets linked to /bin/busybox in the image.
+const APPLETS: &[&str] = &["sh", "echo", "cat", "sleep", "readlink", "ls", "id", "grep"];
+
+const HOW_TO_INSTALL: &str = "run `bash .ci/run`, which installs containerd, runc and busybox-static \
+                              (or: apt-get install -y containerd runc busybox-static)";
+
+/// What the tests need on the machine: fail (never skip) with how to get it.
+pub fn require_prerequisites() {
+    let missing: Vec<&str> = ["containerd", "ctr", "runc", "containerd-shim-runc-v2", "tar", "sha256sum", "umount"]
+        .into_iter()
+        .filter(|command| find_in_path(command).is_none())
+        .collect();
+    assert!(missing.is_empty(), "containerd tests need {} on PATH: {HOW_TO_INSTALL}", missing.join(", "));
+    assert!(Path::new("/bin/busybox").is_file(), "containerd tests need a static /bin/busybox: {HOW_TO_INSTALL}");
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|ids| ids.split_whitespace().next());
+    assert_eq!(uid, Some("0"), "containerd tests run containers and must run as root");
+}
+
+fn find_in_path(command: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).map(|dir| dir.join(command)).find(|p| p.is_file())
+}
+
+/// A containerd process of our own, with everything it owns under `dir`.
+pub struct Containerd {
+    /// `/tmp/crib-ctd-<pid>-<n>`: kept short, unix socket paths must stay under ~108 bytes.
+    pub dir: PathBuf,
+    /// The gRPC socket (CRI v1 and v1alpha2, and containerd's own API).
+    pub socket: PathBuf,
+    /// containerd's stdout and stderr.
+    pub log: PathBuf,
+    /// Where pods write their container logs (`log_directory`).
+    pub pod_logs: PathBuf,
+    child: Option<Child>,
+}
+
+impl Containerd {
+    /// Starts containerd, waits until its CRI plugin answers, and imports the pause and busybox
+    /// images.
+    pub async fn start() -> Containerd {
+        require_prerequisites();
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir =
+            PathBuf::from(format!("/tmp/crib-ctd-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst)));
+        if dir.exists() {
+            // Left over by an earlier process with the same pid.
+            unmount_under(&dir);
+            let _ = fs::remove_dir_all(&dir);
+        }
+        for sub in ["root", "state", "runc", "cni-conf", "cni-bin", "pod-logs", "images"] {
+            fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let socket = dir.join("c.sock");
+        let config = dir.join("config.toml");
+        fs::write(&config, config_toml(&dir, &socket)).unwrap();
+        let log = dir.join("containerd.log");
+        let out = fs::File::create(&log).unwrap();
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(config.as_os_str())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start containerd ({e}): {HOW_TO_INSTALL}"));
+        let mut containerd = Containerd { pod_logs: dir.join("pod-logs"), dir, socket, log, child: Some(child) };
+        containerd.wait_until_cri_answers().await;
+        let archive = build_image_archive(
+            &containerd.dir.join("images"),
+            "base",
+            &[
+                ImageDef { tag: PAUSE_IMAGE.into(), entrypoint: &["/bin/sleep", "2147483647"] },
+                ImageDef { tag: BUSYBOX_IMAGE.into(), entrypoint: &["/bin/sh"] },
+            ],
+        );
+        containerd.import(&archive, &[PAUSE_IMAGE, BUSYBOX_IMAGE]).await;
+        containerd
+    }
+
+    /// A v1 CRI channel straight to containerd, bypassing cri-bridge.
+    pub fn direct_channel(&self) -> tonic::transport::Channel {
+        cri_bridge::grpc::unix_channel(self.socket.clone(), || {})
+    }
+
+    // Panics below print containerd's log tail when `self` is dropped (see `Drop`).
+    async fn wait_until_cri_answers(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut client = v1::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
+        loop {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("containerd exited at start with {status}");
+            }
+            if self.socket.exists() {
+                match client.version(v1::VersionRequest::default()).await {
+                    Ok(_) => return,
+                    // containerd runs on without a plugin that failed to load.
+                    Err(_)
+                        if fs::read_to_string(&self.log)
+                            .is_ok_and(|l| l.contains("failed to load plugin io.containerd.grpc.v1.cri")) =>
+                    {
+                        panic!("containerd's CRI plugin failed to load (its config is wrong for this machine)")
+                    }
+                    Err(status) if Instant::now() > deadline => {
+                        panic!("containerd's CRI never answered Version: {status:?}")
+                    }
+                    Err(_) => {}
+                }
+            }
+            assert!(Instant::now() < deadline, "containerd never created {}", self.socket.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Imports a docker-archive into the CRI namespace (`k8s.io`), unpacked for the `native`
+    /// snapshotter, and waits until the CRI plugin knows every tag in `tags`.
+    pub async fn import(&self, archive: &Path, tags: &[&str]) {
+        let mut client = v1::image_service_client::ImageServiceClient::new(self.direct_channel());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut imported_at = None;
+        for tag in tags {
+            loop {
+                // The CRI plugin learns about images from containerd's events; one imported while
+                // it was still starting can be missed, so import again when it stays unknown.
+                if imported_at.is_none_or(|at: Instant| at.elapsed() > Duration::from_secs(5)) {
+                    self.ctr(&["images", "import", "--snapshotter", "native", archive.to_str().unwrap()]);
+                    imported_at = Some(Instant::now());
+                }
+                let request = v1::ImageStatusRequest {
+                    image: Some(v1::ImageSpec { image: tag.to_string(), ..Default::default() }),
+                    verbose: false,
+                };
+                match client.image_status(request).await {
+                    Ok(response) if response.get_ref().image.is_some() => break,
+                    result => assert!(
+                        Instant::now() < deadline,
+                        "the CRI plugin does not see the imported image {tag}: {result:?}"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// Builds and imports small images that differ from busybox only by their config (so each
+    /// has its own image ID and removing one removes no other), tagged `tags`.
+    pub async fn import_extra_images(&self, name: &str, tags: &[&str]) {
+        let defs: Vec<ImageDef> =
+            tags.iter().map(|t| ImageDef { tag: t.to_string(), entrypoint: &["/bin/sh"] }).collect();
+        let archive = build_image_archive(&self.dir.join("images"), name, &defs);
+        self.import(&archive, tags).await;
+    }
+
+    /// Runs `ctr` against this containerd in the `k8s.io` namespace; panics with its output.
+    pub fn ctr(&self, args: &[&str]) -> String {
+        let output = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run ctr ({e}): {HOW_TO_INSTALL}"));
+        assert!(
+            output.status.success(),
+            "ctr {} failed ({}): {}{}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The last `lines` lines of containerd's log, to print beside a failure.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        let tail = all[all.len().saturating_sub(lines)..].join("\n");
+        format!("--- last {lines} lines of {} ---\n{tail}\n---", self.log.display())
+    }
+
+    /// Stops containerd, then whatever it left behind: shims and their containers, cgroups,
+    /// mounts, shim sockets, the directory.
+    fn stop(&mut self) {
+        let shims = shim_pids(&self.socket);
+        let cgroups = runc_cgroups(&self.dir.join("runc"));
+        let shim_sockets = shim_sockets(&self.dir.join("state"));
+
+        if let Some(mut child) = self.child.take() {
+            signal("TERM", &[child.id()]);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+
+        // Shims outlive containerd by design; the tests remove their pods, so any shim left here
+        // belongs to a test that failed. Kill its containers with it: a shim's death only
+        // reparents them.
+        if !shims.is_empty() {
+            let mut doomed = descendants(&shims);
+            doomed.extend(&shims);
+            signal("KILL", &doomed);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while doomed.iter().any(|pid| is_alive(*pid)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        for cgroup in cgroups {
+            let _ = fs::remove_dir(cgroup);
+        }
+        for socket in shim_sockets {
+            let _ = fs::remove_file(socket);
+        }
+        unmount_under(&self.dir);
+        if let Err(e) = fs::remove_dir_all(&self.dir) {
+            eprintln!("could not remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tail(60));
+        }
+        self.stop();
+    }
+}
+
+/// The containerd configuration: everything under `dir`, CRI with the native snapshotter.
+fn config_toml(dir: &Path, socket: &Path) -> String {
+    let d = dir.display();
+    let s = socket.display();
+    format!(
+        r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+# Plugins that would touch paths outside {d} or cannot work here.
+disabled_plugins = [
+  "io.containerd.internal.v1.opt",
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp",
+]
+
+[grpc]
+  address = "{s}"
+
+[ttrpc]
+  address = "{s}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # No CAP_SYS_RESOURCE here: without this every sandbox fails with
+  # "can't get final child's PID from pipe" (runc cannot lower oom_score_adj).
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{d}/runc"
+
+  # Empty: pods use the host network, CNI is never called.
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni-bin"
+    conf_dir = "{d}/cni-conf"
+"#
+    )
+}
+
+/// One image of a docker-archive: the busybox layer with its own config.
+pub struct ImageDef {
+    pub tag: String,
+    pub entrypoint: &'static [&'static str],
+}
+
+/// Writes a docker-archive (`docker save` format) holding `images`, all sharing one layer with
+/// /bin/busybox, its applets and a minimal /etc; returns the archive's path.
+pub fn build_image_archive(dir: &Path, name: &str, images: &[ImageDef]) -> PathBuf {
+    let layer = busybox_layer(dir);
+    let layer_digest = sha256_file(&layer);
+    let work = dir.join(name);
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(work.join(&layer_digest)).unwrap();
+    fs::copy(layer.as_path(), work.join(&layer_digest).join("layer.tar")).unwrap();
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let mut manifest = Vec::new();
+    let mut members = vec!["manifest.json".to_string(), layer_digest.clone()];
+    for image in images {
+        // The tag in a label makes every config, hence every image ID, distinct.
+        let config = serde_json::json!({
+            "architecture": arch,
+            "os": "linux",
+            "config": {
+                "Env": ["PATH=/bin"],
+                "Entrypoint": image.entrypoint,
+                "Labels": { "cri-bridge.test/tag": image.tag },
+            },
+            "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{layer_digest}")] },
+        });
+        let config = serde_json::to_vec(&config).unwrap();
+        let config_file = format!("{}.json", sha256_bytes(&work, &config));
+        fs::write(work.join(&config_file), config.as_slice()).unwrap();
+        manifest.push(serde_json::json!({
+            "Config": config_file,
+            "RepoTags": [image.tag],
+            "Layers": [format!("{layer_digest}/layer.tar")],
+        }));
+        members.push(config_file);
+    }
+    fs::write(work.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let archive = dir.join(format!("{name}.tar"));
+    run(Command::new("tar").arg("-cf").arg(archive.as_os_str()).arg("-C").arg(work.as_os_str()).args(members));
+    archive
+}
+
+/// The one layer (an uncompressed tar), built once per directory.
+fn busybox_layer(dir: &Path) -> PathBuf {
+    let layer = dir.join("layer.tar");
+    if layer.exists() {
+        return layer;
+    }
+    let rootfs = dir.join("rootfs");
+    fs::create_dir_all(rootfs.join("bin")).unwrap();
+    fs::create_dir_all(rootfs.join("etc")).unwrap();
+    fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
+    for applet in APPLETS {
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
+    }
+    fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    fs::write(rootfs.join("etc/group"), "root:x:0:\n").unwrap();
+    run(Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-cf"])
+        .arg(layer.as_os_str())
+        .arg("-C")
+        .arg(rootfs.as_os_str())
+        .arg("."));
+    layer
+}
+
+fn sha256_file(path: &Path) -> String {
+    let out = run(Command::new("sha256sum").arg(path));
+    out.split_whitespace().next().unwrap().to_string()
+}
+
+fn sha256_bytes(scratch: &Path, bytes: &[u8]) -> String {
+    let file = scratch.join(".digest-me");
+    fs::write(&file, bytes).unwrap();
+    let digest = sha256_file(&file);
+    fs::remove_file(file).unwrap();
+    digest
+}
+
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(output.status.success(), "{command:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn signal(name: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids.iter().map(|p| p.to_string()))
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Alive and not a zombie.
+fn is_alive(pid: u32) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z'))
+}
+
+fn all_pids() -> Vec<u32> {
+    fs::read_dir("/proc")
+        .map(|entries| entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// `containerd-shim-runc-v2 -namespace k8s.io -id … -address <our socket>`: ours only.
+fn shim_pids(socket: &Path) -> Vec<u32> {
+    let socket = socket.to_str().unwrap();
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            args.first().is_some_and(|a0| a0.ends_with(b"containerd-shim-runc-v2"))
+                && args.contains(&socket.as_bytes())
+        })
+        .collect()
+}
+
+/// Every process below `roots`.
+fn descendants(roots: &[u32]) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for pid in all_pids() {
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // After "comm)": state, then ppid.
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut stack = roots.to_vec();
+    while let Some(pid) = stack.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(*child) {
+                stack.push(*child);
+            }
+        }
+    }
+    seen.into_iter().collect()
+}
+
+/// The cgroups runc created for containers still known to it (from its state files).
+fn runc_cgroups(runc_root: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let Ok(namespaces) = fs::read_dir(runc_root) else { return paths };
+    for namespace in namespaces.flatten() {
+        for container in fs::read_dir(namespace.path()).into_iter().flatten().flatten() {
+            let Ok(text) = fs::read_to_string(container.path().join("state.json")) else { continue };
+            let Ok(state) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+            if let Some(map) = state["cgroup_paths"].as_object() {
+                paths.extend(map.values().filter_map(|v| v.as_str()).map(PathBuf::from));
+            }
+        }
+    }
+    paths
+}
+
+/// The sockets of this containerd's shims (`/run/containerd/s/<hash>`), named in each task's
+/// `address` file; a killed shim leaves its socket behind.
+fn shim_sockets(state: &Path) -> Vec<PathBuf> {
+    let tasks = state.join("io.containerd.runtime.v2.task");
+    let mut sockets = Vec::new();
+    for namespace in fs::read_dir(tasks).into_iter().flatten().flatten() {
+        for task in fs::read_dir(namespace.path()).into_iter().flatten().flatten() {
+            if let Ok(address) = fs::read_to_string(task.path().join("address")) {
+                if let Some(path) = address.trim().strip_prefix("unix://") {
+                    sockets.push(PathBuf::from(path));
+                }
+            }
+        }
+    }
+    sockets
+}
+
+/// Unmounts everything mounted at or below `dir` (rootfs bind mounts, sandbox /dev/shm),
+/// newest first.
+pub fn unmount_under(dir: &Path) {
+    for _ in 0..3 {
+        let mounts: Vec<PathBuf> = fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4).map(unescape_mountinfo))
+            .filter(|point| point.starts_with(dir))
+            .collect();
+        if mounts.is_empty() {
+            return;
+        }
+        for point in mounts.iter().rev() {
+            let ok = Command::new("umount").arg(point).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+            if !ok {
+                let _ = Command::new("umount").arg("-l").arg(point).stderr(Stdio::null()).status();
+            }
+        }
+    }
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
+            out.push(u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+}
