@@ -429,8 +429,7 @@ fn shim_pids(socket: &Path) -> Vec<u32> {
         .filter(|pid| {
             let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            args.first().is_some_and(|a0| a0.ends_with(b"containerd-shim-runc-v2"))
-                && args.contains(&socket.as_bytes())
+            args.first().is_some_and(|a0| a0.ends_with(b"containerd-shim-runc-v2")) && args.contains(&socket.as_bytes())
         })
         .collect()
 }
