@@ -63,10 +63,6 @@ impl Backend {
         &self.client
     }
 
-    pub fn pinned(&self) -> Option<CriVersion> {
-        self.pinned
-    }
-
     /// The version to speak now: pinned, cached for the current connection, or probed.
     pub async fn version(&self) -> Result<Discovered, Error> {
         if let Some(version) = self.pinned {

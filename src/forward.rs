@@ -66,10 +66,6 @@ impl Forwarder {
         Forwarder { runtime, image, policy, plans }
     }
 
-    pub fn policy(&self) -> &LossPolicy {
-        &self.policy
-    }
-
     fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
         if rpc.info.service == "ImageService" {
             &self.image

@@ -118,11 +118,6 @@ impl<H: Handler> CriServer<H> {
     pub fn new(handler: Arc<H>, versions: &[CriVersion], max_message_size: usize) -> Self {
         CriServer { handler, versions: versions.into(), max_message_size }
     }
-
-    /// As tonic routes, ready for `Server::add_routes`.
-    pub fn into_routes(self) -> tonic::service::Routes {
-        tonic::service::Routes::from(axum::Router::new().fallback_service(self))
-    }
 }
 
 impl<H, B> tower::Service<http::Request<B>> for CriServer<H>
@@ -196,7 +191,7 @@ impl CriClient {
     pub async fn unary(&self, rpc: Rpc, request: Request<Bytes>) -> Result<Response<Bytes>, Status> {
         let mut grpc = self.grpc.clone();
         grpc.ready().await.map_err(|e| Status::unavailable(format!("backend not ready: {e}")))?;
-        grpc.unary(request, path_of(rpc)?, RawCodec).await
+        grpc.unary(request, path_of(rpc)?, RawCodec).await.map_err(deadline_as_deadline)
     }
 
     pub async fn server_streaming(
@@ -206,8 +201,21 @@ impl CriClient {
     ) -> Result<Response<tonic::codec::Streaming<Bytes>>, Status> {
         let mut grpc = self.grpc.clone();
         grpc.ready().await.map_err(|e| Status::unavailable(format!("backend not ready: {e}")))?;
-        grpc.server_streaming(request, path_of(rpc)?, RawCodec).await
+        grpc.server_streaming(request, path_of(rpc)?, RawCodec).await.map_err(deadline_as_deadline)
     }
+}
+
+/// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
+/// CANCELLED; the caller's deadline expired, which gRPC (and the kubelet) call DEADLINE_EXCEEDED.
+fn deadline_as_deadline(status: Status) -> Status {
+    let mut source = std::error::Error::source(&status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return Status::deadline_exceeded("deadline exceeded before the container runtime answered");
+        }
+        source = error.source();
+    }
+    status
 }
 
 fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {
@@ -217,31 +225,45 @@ fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {
 /// How long calls in flight may take to finish after shutdown begins.
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves `server` on `listener` until `shutdown` completes, then lets calls in flight finish
-/// for up to [`DRAIN_TIMEOUT`]; a client that holds its connection longer is cut off.
+/// Serves `server` over HTTP/2 on `listener` until `shutdown` completes, then lets calls in
+/// flight finish for up to [`DRAIN_TIMEOUT`]; a client that holds its connection longer is cut off.
+///
+/// A plain hyper server rather than tonic's: tonic's would enforce each call's `grpc-timeout`
+/// itself and answer CANCELLED, while the runtime, which receives the same deadline, answers
+/// DEADLINE_EXCEEDED — and the runtime's status is the one to pass on.
 pub async fn serve<H: Handler>(
     listener: tokio::net::UnixListener,
     server: CriServer<H>,
     shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<(), tonic::transport::Error> {
-    let (drain, draining) = tokio::sync::oneshot::channel::<()>();
-    let serving = tonic::transport::Server::builder().add_routes(server.into_routes()).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::UnixListenerStream::new(listener),
-        async {
-            let _ = draining.await;
-        },
-    );
-    tokio::pin!(serving);
-    tokio::select! {
-        result = &mut serving => return result,
-        () = shutdown => {}
+) -> std::io::Result<()> {
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: pause rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(server.clone());
+        let connection = http2.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
     }
-    let _ = drain.send(());
-    match tokio::time::timeout(DRAIN_TIMEOUT, serving).await {
-        Ok(result) => result,
-        Err(_) => {
-            tracing::warn!("connections still open {DRAIN_TIMEOUT:?} after shutdown began; closing them");
-            Ok(())
-        }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, connections.shutdown()).await.is_err() {
+        tracing::warn!("connections still open {DRAIN_TIMEOUT:?} after shutdown began; closing them");
     }
+    Ok(())
 }

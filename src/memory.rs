@@ -36,7 +36,7 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, watch};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
@@ -951,6 +951,9 @@ impl Handler for MemoryRuntime {
     ) -> BoxFuture<'static, Result<Response<Bytes>, Status>> {
         Box::pin(async move {
             let traceparent = self.record(rpc, request.metadata());
+            if let Err(status) = exec_sync_sleep(rpc, &request).await {
+                return echo(traceparent, Err(status));
+            }
             echo(traceparent, self.dispatch_unary(rpc, request.get_ref()).map(Response::new))
         })
     }
@@ -1382,6 +1385,49 @@ fn check_streams(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> Result<(
 }
 
 /// The whole shell of the fake: `(exit code, stdout, stderr)` of `cmd`.
+/// `ExecSync` of `sleep N` takes N seconds, and like a real runtime it gives up when the
+/// caller's deadline (`grpc-timeout`) passes first, answering DEADLINE_EXCEEDED.
+async fn exec_sync_sleep(rpc: Rpc, request: &Request<Bytes>) -> Result<(), Status> {
+    if rpc.info.method != "ExecSync" {
+        return Ok(());
+    }
+    let Ok(exec) = decode_request::<v1::ExecSyncRequest>(rpc, request.get_ref()) else {
+        return Ok(()); // the typed call reports the decode error
+    };
+    let seconds = match exec.cmd.as_slice() {
+        [program, n] if program.rsplit('/').next() == Some("sleep") => n.parse::<f64>().ok(),
+        _ => None,
+    };
+    let Some(wait) = seconds.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64) else {
+        return Ok(());
+    };
+    match request.metadata().get("grpc-timeout").and_then(|v| parse_grpc_timeout(v.to_str().ok()?)) {
+        Some(deadline) if deadline < wait => {
+            tokio::time::sleep(deadline).await;
+            Err(Status::deadline_exceeded("context deadline exceeded"))
+        }
+        _ => {
+            tokio::time::sleep(wait).await;
+            Ok(())
+        }
+    }
+}
+
+/// `grpc-timeout` as sent on the wire: digits and a unit (H, M, S, m, u, n).
+pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 fn interpret(cmd: &[String]) -> (i32, String, String) {
     let Some((program, args)) = cmd.split_first() else {
         return (0, String::new(), String::new());
@@ -1389,7 +1435,7 @@ fn interpret(cmd: &[String]) -> (i32, String, String) {
     let ok = |stdout: String| (0, stdout, String::new());
     match program.rsplit('/').next().unwrap_or(program) {
         "echo" => ok(format!("{}\n", args.join(" "))),
-        "true" => ok(String::new()),
+        "true" | "sleep" => ok(String::new()),
         "false" => (1, String::new(), String::new()),
         "exit" => match args.first().map(|n| n.parse::<i64>()) {
             None => ok(String::new()),

@@ -19,7 +19,7 @@ pub enum RunError {
     #[error("cannot start the in-memory runtime: {0}")]
     Memory(std::io::Error),
     #[error("serving the frontend failed: {0}")]
-    Serve(#[from] tonic::transport::Error),
+    Serve(#[from] std::io::Error),
 }
 
 /// An in-memory runtime started for `backend.endpoint: memory`, on a private socket.

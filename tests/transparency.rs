@@ -14,19 +14,8 @@ use tonic::{Code, Request};
 type V1Runtime = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 type V1alpha2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 
-/// grpc-timeout as sent on the wire: digits and a unit (H, M, S, m, u, n).
 fn parse_grpc_timeout(value: &str) -> Duration {
-    let (digits, unit) = value.split_at(value.len() - 1);
-    let n: u64 = digits.parse().unwrap();
-    match unit {
-        "H" => Duration::from_secs(n * 3600),
-        "M" => Duration::from_secs(n * 60),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        other => panic!("bad grpc-timeout unit {other}"),
-    }
+    cri_bridge::memory::parse_grpc_timeout(value).expect("a valid grpc-timeout")
 }
 
 #[tokio::test]
@@ -220,4 +209,93 @@ async fn cancelling_a_stream_reaches_the_runtime_and_events_flow_through() {
     assert_eq!(watchers, 0, "the runtime's stream was not cancelled");
     pair.bridge.stop().await;
     pair.runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_deadline_that_passes_in_the_runtime_comes_back_as_the_runtimes_deadline_exceeded() {
+    for backend in [V1, V1alpha2] {
+        let pair = Pair::start("deadline", &[backend], None).await;
+        let mut client = V1Runtime::new(pair.channel());
+        let pod = run_pod(&mut client).await;
+        let mut create = strict_container(&pod);
+        create.config.as_mut().unwrap().linux = None;
+        let id = client.create_container(create).await.unwrap().into_inner().container_id;
+        client.start_container(v1::StartContainerRequest { container_id: id.clone() }).await.unwrap();
+
+        // Sent with grpc-timeout through a bare HTTP/2 client that does not enforce it locally,
+        // so the answer seen is the one the bridge passes on.
+        let exec = v1::ExecSyncRequest { container_id: id, cmd: vec!["sleep".into(), "5".into()], timeout: 0 };
+        let started = std::time::Instant::now();
+        let (code, message) =
+            bare_grpc_call(&pair.bridge.socket, "/runtime.v1.RuntimeService/ExecSync", &exec, "300m").await;
+        assert_eq!(code, Code::DeadlineExceeded as i32, "backend {backend}: {message}");
+        // The bridge's own channel to the runtime holds the same deadline, so either the runtime's
+        // answer or the bridge's expiry of that deadline arrives first: both say DEADLINE_EXCEEDED.
+        assert!(
+            ["context deadline exceeded", "deadline exceeded before the container runtime answered"]
+                .contains(&message.as_str()),
+            "{message}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(4), "the deadline reached the runtime");
+        pair.bridge.stop().await;
+        pair.runtime.stop().await;
+    }
+}
+
+/// One unary gRPC call over a plain HTTP/2 connection, with `grpc-timeout` set but not enforced
+/// by the client. Returns grpc-status and grpc-message.
+async fn bare_grpc_call(
+    socket: &std::path::Path,
+    path: &str,
+    message: &impl prost::Message,
+    timeout: &str,
+) -> (i32, String) {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let body = message.encode_to_vec();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    let request = http::Request::post(format!("http://cri{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", timeout)
+        .body(http_body_util::Full::new(bytes::Bytes::from(frame)))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let trailers = if parts.headers.contains_key("grpc-status") {
+        parts.headers // a trailers-only answer
+    } else {
+        body.collect().await.unwrap().trailers().cloned().unwrap_or_default()
+    };
+    let get = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (get("grpc-status").parse().unwrap(), percent_decode(&get("grpc-message")))
+}
+
+/// grpc-message is percent-encoded on the wire.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

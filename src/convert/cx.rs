@@ -105,12 +105,6 @@ impl Cx {
         self.losses.push(Loss { path, field: Cow::Borrowed(field), reason });
     }
 
-    /// Records a loss found outside a typed conversion (the wire scan for unknown fields).
-    pub fn push_loss(&mut self, loss: Loss) {
-        self.count += 1;
-        self.losses.push(loss);
-    }
-
     fn render(&self, last: &str) -> String {
         use std::fmt::Write;
         let mut path = String::with_capacity(64);
