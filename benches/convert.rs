@@ -8,6 +8,9 @@
 use cri_bridge::api::{v1, v1alpha1, v1alpha2, FILE_DESCRIPTOR_SET};
 use cri_bridge::convert::{Cx, Route};
 use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
+#[path = "support/estimates.rs"]
+mod estimates;
+
 use criterion::{black_box, Criterion};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
@@ -176,27 +179,9 @@ fn losses(case: &Case) -> usize {
     cx.loss_count()
 }
 
-/// Reads criterion's estimates back and prints convert / baseline for each case.
+/// Prints convert / baseline for each case, from criterion's saved estimates.
 fn print_ratios(cases: &[&Case]) {
-    // target/criterion/<group>/<function>/new/{benchmark,estimates}.json
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
-    let mut means = std::collections::HashMap::new();
-    for group in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-        for function in std::fs::read_dir(group.path()).into_iter().flatten().flatten() {
-            let new = function.path().join("new");
-            let read = |name: &str| -> Option<serde_json::Value> {
-                serde_json::from_str(&std::fs::read_to_string(new.join(name)).ok()?).ok()
-            };
-            let (Some(id), Some(estimates)) = (read("benchmark.json"), read("estimates.json")) else { continue };
-            let key = (
-                id["group_id"].as_str().unwrap_or("").to_string(),
-                id["function_id"].as_str().unwrap_or("").to_string(),
-            );
-            if let Some(mean) = estimates["mean"]["point_estimate"].as_f64() {
-                means.insert(key, mean);
-            }
-        }
-    }
+    let means = estimates::criterion_means();
     let mean = |group: &str, function: &str| means.get(&(group.to_string(), function.to_string())).copied();
     println!(
         "\n{:<48} {:>14} {:>14} {:>7} {:>7}",
