@@ -103,6 +103,11 @@ impl Forwarder {
                     backend.forget();
                     retried = true;
                 }
+                Err(status) if crate::grpc::is_connect_error(&status) => {
+                    backend.forget();
+                    let detail = status.message().to_string();
+                    return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());
+                }
                 Err(status) => {
                     if status.code() == Code::Unavailable {
                         backend.forget();

@@ -205,6 +205,18 @@ impl CriClient {
     }
 }
 
+/// True when the call failed because the connection to the server could not be made.
+pub fn is_connect_error(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::ConnectError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
 /// CANCELLED; the caller's deadline expired, which gRPC (and the kubelet) call DEADLINE_EXCEEDED.
 fn deadline_as_deadline(status: Status) -> Status {

@@ -131,3 +131,14 @@ async fn a_separate_image_endpoint_is_discovered_on_its_own() {
     runtime.stop().await;
     images.stop().await;
 }
+
+#[tokio::test]
+async fn a_pinned_runtime_that_is_away_is_named_in_unavailable() {
+    let dir = TempDir::new("pinned-away");
+    let runtime_socket = dir.path("runtime.sock");
+    let bridge = Bridge::start(config(&dir, &runtime_socket, Some(V1alpha2))).await;
+    let status = V1Runtime::new(channel(&bridge.socket)).version(v1::VersionRequest::default()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains(&runtime_socket.display().to_string()), "names the endpoint: {status:?}");
+    bridge.stop().await;
+}
