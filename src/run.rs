@@ -10,6 +10,7 @@ use crate::grpc::{self, CriServer};
 use crate::version::CriVersion;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +85,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
             "serving CRI"
         );
         let policy = Arc::new(LossPolicy::new(config.loss_policy.clone()));
-        let forwarder = Arc::new(Forwarder::new(runtime.clone(), image.clone(), policy));
+        let forwarder = Arc::new(Forwarder::new(runtime.clone(), image.clone(), policy.clone()));
         let served =
             grpc::serve(listener, CriServer::new(forwarder, &config.versions, config.max_message_size), shutdown).await;
         let _ = std::fs::remove_file(&config.listen_path);
+        let counters = &policy.counters;
+        tracing::info!(
+            rejected = counters.rejected.load(Ordering::Relaxed),
+            warned = counters.warned.load(Ordering::Relaxed),
+            allowed = counters.allowed.load(Ordering::Relaxed),
+            "fields that conversions could not carry, since start"
+        );
         served.map_err(RunError::from)
     }
     .await;
