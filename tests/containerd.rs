@@ -666,19 +666,18 @@ async fn v1alpha1_namespaces_keep_their_meaning() {
         assert_eq!(printable(&init), printable(&host_init), "{context}: host_pid=true: PID 1 in the container");
 
         for pod in [pod, host_pod] {
-            expect(
-                &context,
-                "StopPodSandbox",
-                rt.stop_pod_sandbox(v1alpha1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await,
-            );
-            expect(
-                &context,
-                "RemovePodSandbox",
-                rt.remove_pod_sandbox(v1alpha1::RemovePodSandboxRequest { pod_sandbox_id: pod }).await,
-            );
+            a1_remove_pod(&mut rt, &context, pod).await;
         }
         bridge.stop().await;
     }
+}
+
+/// Stops and removes a pod through a v1alpha1 client.
+async fn a1_remove_pod(rt: &mut A1Runtime, context: &str, pod: String) {
+    let stop = v1alpha1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() };
+    expect(context, "StopPodSandbox", rt.stop_pod_sandbox(stop).await);
+    let remove = v1alpha1::RemovePodSandboxRequest { pod_sandbox_id: pod };
+    expect(context, "RemovePodSandbox", rt.remove_pod_sandbox(remove).await);
 }
 
 /// A v1 pod on the host network.
@@ -809,16 +808,7 @@ async fn seccomp_profile_reaches_an_old_runtime_as_both_forms() {
             let mode = a1_exec(&mut rt, &context, &id, &["grep", "Seccomp:", "/proc/self/status"]).await;
             assert_eq!(String::from_utf8_lossy(&mode), expected, "{context}: seccomp_profile_path {path:?}");
         }
-        expect(
-            &context,
-            "StopPodSandbox",
-            rt.stop_pod_sandbox(v1alpha1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await,
-        );
-        expect(
-            &context,
-            "RemovePodSandbox",
-            rt.remove_pod_sandbox(v1alpha1::RemovePodSandboxRequest { pod_sandbox_id: pod }).await,
-        );
+        a1_remove_pod(&mut rt, &context, pod).await;
         bridge.stop().await;
     }
 }
