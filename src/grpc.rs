@@ -207,27 +207,28 @@ impl CriClient {
 
 /// True when the call failed because the connection to the server could not be made.
 pub fn is_connect_error(status: &Status) -> bool {
-    let mut source = std::error::Error::source(status);
-    while let Some(error) = source {
-        if error.is::<tonic::ConnectError>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
+    caused_by::<tonic::ConnectError>(status)
 }
 
 /// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
 /// CANCELLED; the caller's deadline expired, which gRPC (and the kubelet) call DEADLINE_EXCEEDED.
 fn deadline_as_deadline(status: Status) -> Status {
-    let mut source = std::error::Error::source(&status);
+    if caused_by::<tonic::TimeoutExpired>(&status) {
+        return Status::deadline_exceeded("deadline exceeded before the container runtime answered");
+    }
+    status
+}
+
+/// True when an error of type `E` is somewhere in the status's chain of sources.
+fn caused_by<E: std::error::Error + 'static>(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
     while let Some(error) = source {
-        if error.is::<tonic::TimeoutExpired>() {
-            return Status::deadline_exceeded("deadline exceeded before the container runtime answered");
+        if error.is::<E>() {
+            return true;
         }
         source = error.source();
     }
-    status
+    false
 }
 
 fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {
