@@ -266,6 +266,7 @@ pub async fn serve<H: Handler>(
             () = &mut shutdown => break,
         };
         let service = hyper_util::service::TowerToHyperService::new(server.clone());
+        let stream = crate::front_door::FrontDoor::new(stream);
         let connection = http2.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let connection = connections.watch(connection);
         tokio::spawn(async move {

@@ -10,6 +10,8 @@
 //!   exceptions, loss reports, the loss policy and the unknown-field scan.
 //! - [`grpc`]: gRPC at the byte level: the raw codec, a server routing every CRI path of the
 //!   enabled versions to one handler, a unix-socket client.
+//! - [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
+//!   them (any `:authority`, as grpc-go servers accept).
 //! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
 //! - [`forward`]: the one forwarding path: passthrough or convert, unary and streaming.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
@@ -27,6 +29,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod forward;
+pub mod front_door;
 pub mod frontend;
 pub mod grpc;
 pub mod memory;

@@ -1,0 +1,355 @@
+//! The bytes of a client connection, made acceptable to the HTTP/2 server before it parses them.
+//!
+//! # Why
+//!
+//! Real CRI clients dial the socket path itself: grpc-go (crictl, the kubelet) sends that path
+//! as the HTTP/2 `:authority` (`/run/cri-bridge.sock`), grpc C-core a percent-encoded form
+//! (`run%2Fcri-bridge.sock`). The grpc-go servers in containerd and CRI-O accept any
+//! `:authority`; the `h2` crate under hyper accepts only a valid `host[:port]` and resets the
+//! stream with PROTOCOL_ERROR, before any code of ours sees the request. There is no option to
+//! relax that check, so the header block is mended on its way in.
+//!
+//! # How, and why this way
+//!
+//! [`FrontDoor`] wraps the accepted socket and reads the client's HTTP/2 frames ahead of the
+//! server. Every frame but HEADERS/CONTINUATION passes through as it came. Each complete header
+//! block is HPACK-decoded with the client's dynamic table (the `loona-hpack` crate does the coding) and re-encoded as
+//! literals that never enter the server's dynamic table, so the two tables cannot drift apart
+//! whatever the client's encoder does. On the way:
+//!
+//! - an `:authority` the `http` crate cannot parse (a path, a percent-encoded path, empty) is
+//!   removed: HTTP/2 makes it optional, and nothing downstream uses it;
+//! - a request head without `:scheme` gets `:scheme: http` (grpc-go servers do not require it;
+//!   `h2` does).
+//!
+//! Every block is decoded, not only the ones that need mending: HPACK state is per connection,
+//! so once the server's table and the client's differ, every later block must be re-encoded.
+//! The alternatives weighed: a server other than hyper/h2 (there is no other maintained HTTP/2
+//! server for tokio), or keeping the two tables in step while passing blocks verbatim (a rewritten
+//! entry changes the table's size, hence its evictions). Decoding a gRPC request head (8–10
+//! fields, mostly indexed) costs well under a microsecond; the proxy benchmark shows the
+//! difference is below its noise (README, Benchmarks).
+//!
+//! Anything this reader cannot make sense of (a wrong preface, a malformed frame sequence, an
+//! HPACK error, an oversized block) is handed to the server unchanged, from then on for the whole
+//! connection, so the server answers it with the error the protocol prescribes.
+
+use bytes::{Buf, BufMut, BytesMut};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const FRAME_HEADER_LEN: usize = 9;
+const HEADERS: u8 = 0x1;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+/// The largest frame the server accepts before SETTINGS change it (RFC 9113 §4.2; hyper keeps it).
+const MAX_FRAME_SIZE: usize = 16_384;
+/// A header block larger than this is not gathered: the server refuses it anyway (its header list
+/// limit is far lower), and gathering must not let a client grow our memory without bound.
+const MAX_BLOCK: usize = 256 * 1024;
+/// How much is read from the socket at a time.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A client connection whose header blocks the HTTP/2 server can accept; see the module doc.
+pub struct FrontDoor<S> {
+    inner: S,
+    /// Read from the client, not yet handed on or parsed.
+    input: BytesMut,
+    /// Rewritten frames waiting to be handed on.
+    output: BytesMut,
+    /// How many bytes at the head of the stream pass through unchanged before the next frame.
+    passthrough: usize,
+    preface_checked: bool,
+    /// Set when the client's bytes stopped making sense: everything from here on passes unchanged.
+    verbatim: bool,
+    /// A header block being gathered over HEADERS and CONTINUATION frames.
+    block: Option<Block>,
+    decoder: loona_hpack::Decoder<'static>,
+    /// Authorities removed on this connection, logged once.
+    reported: bool,
+}
+
+struct Block {
+    stream_id: u32,
+    end_stream: bool,
+    priority: Option<[u8; 5]>,
+    fragment: Vec<u8>,
+    /// The frames as received, handed on unchanged if the block cannot be decoded.
+    original: Vec<u8>,
+}
+
+impl<S> FrontDoor<S> {
+    pub fn new(inner: S) -> Self {
+        FrontDoor {
+            inner,
+            input: BytesMut::new(),
+            output: BytesMut::new(),
+            passthrough: 0,
+            preface_checked: false,
+            verbatim: false,
+            block: None,
+            decoder: loona_hpack::Decoder::new(),
+            reported: false,
+        }
+    }
+
+    /// Parses what `input` holds at its head; false when more bytes are needed.
+    fn parse(&mut self) -> bool {
+        if !self.preface_checked {
+            let seen = self.input.len().min(PREFACE.len());
+            if self.input[..seen] != PREFACE[..seen] {
+                self.give_up();
+                return true;
+            }
+            if seen < PREFACE.len() {
+                return false;
+            }
+            self.preface_checked = true;
+            self.passthrough = PREFACE.len();
+            return true;
+        }
+        if self.input.len() < FRAME_HEADER_LEN {
+            return false;
+        }
+        let head = &self.input[..FRAME_HEADER_LEN];
+        let length = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let (kind, flags) = (head[3], head[4]);
+        let stream_id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let is_header_frame = kind == HEADERS || kind == CONTINUATION;
+        if !is_header_frame {
+            if self.block.is_some() {
+                // Only CONTINUATION may follow an unfinished header block.
+                self.give_up();
+            } else {
+                self.passthrough = FRAME_HEADER_LEN + length;
+            }
+            return true;
+        }
+        let gathered = self.block.as_ref().map_or(0, |b| b.original.len());
+        if length > MAX_FRAME_SIZE || gathered + length > MAX_BLOCK {
+            self.give_up();
+            return true;
+        }
+        if self.input.len() < FRAME_HEADER_LEN + length {
+            return false;
+        }
+        let frame = self.input.split_to(FRAME_HEADER_LEN + length);
+        if self.take_header_frame(kind, flags, stream_id, &frame).is_none() {
+            // Malformed: the server sees the frames as they came and answers with its error.
+            let mut original = self.block.take().map(|b| b.original).unwrap_or_default();
+            original.extend_from_slice(&frame);
+            self.output.extend_from_slice(&original);
+            self.verbatim = true;
+        }
+        true
+    }
+
+    /// Adds a HEADERS or CONTINUATION frame to the block; `None` when the frame sequence or the
+    /// frame itself is malformed.
+    fn take_header_frame(&mut self, kind: u8, flags: u8, stream_id: u32, frame: &[u8]) -> Option<()> {
+        let payload = &frame[FRAME_HEADER_LEN..];
+        if kind == HEADERS {
+            if self.block.is_some() {
+                return None;
+            }
+            let mut fragment = payload;
+            let mut pad = 0;
+            if flags & PADDED != 0 {
+                pad = usize::from(*fragment.first()?);
+                fragment = &fragment[1..];
+            }
+            let mut priority = None;
+            if flags & PRIORITY != 0 {
+                priority = Some(fragment.get(..5)?.try_into().ok()?);
+                fragment = &fragment[5..];
+            }
+            let fragment = fragment.get(..fragment.len().checked_sub(pad)?)?;
+            self.block = Some(Block {
+                stream_id,
+                end_stream: flags & END_STREAM != 0,
+                priority,
+                fragment: fragment.to_vec(),
+                original: frame.to_vec(),
+            });
+        } else {
+            let block = self.block.as_mut().filter(|b| b.stream_id == stream_id)?;
+            block.fragment.extend_from_slice(payload);
+            block.original.extend_from_slice(frame);
+        }
+        if flags & END_HEADERS != 0 {
+            let block = self.block.take()?;
+            if let Err(block) = self.rewrite(block) {
+                self.output.extend_from_slice(&block.original);
+                self.verbatim = true;
+            }
+        }
+        Some(())
+    }
+
+    /// Decodes a complete header block and queues it re-encoded, mended; gives the block back
+    /// when it cannot be decoded.
+    fn rewrite(&mut self, block: Block) -> Result<(), Block> {
+        let mut encoded = Vec::with_capacity(block.fragment.len() * 2);
+        let mut removed = None;
+        let (mut is_request_head, mut has_scheme) = (false, false);
+        let decoded = self.decoder.decode_with_cb(&block.fragment, |name, value| {
+            match &*name {
+                b":authority" if http::uri::Authority::try_from(&*value).is_err() => {
+                    removed = Some(String::from_utf8_lossy(&value).into_owned());
+                    return;
+                }
+                b":method" => is_request_head = true,
+                b":scheme" => has_scheme = true,
+                _ => {}
+            }
+            encode_literal(&name, &value, &mut encoded);
+        });
+        if decoded.is_err() {
+            return Err(block);
+        }
+        if is_request_head && !has_scheme {
+            // Pseudo-headers may come in any order among themselves, but before regular ones.
+            let mut head = Vec::with_capacity(encoded.len() + 16);
+            encode_literal(b":scheme", b"http", &mut head);
+            head.extend_from_slice(&encoded);
+            encoded = head;
+        }
+        if let Some(authority) = removed {
+            if !self.reported {
+                self.reported = true;
+                tracing::debug!(%authority, "removed a client's :authority that is not host[:port]");
+            }
+        }
+        self.queue_block(&block, &encoded);
+        Ok(())
+    }
+
+    /// Frames `encoded` as one HEADERS frame and as many CONTINUATION frames as needed.
+    fn queue_block(&mut self, block: &Block, encoded: &[u8]) {
+        let priority = block.priority.as_ref().map_or(&[][..], |p| &p[..]);
+        let first_room = MAX_FRAME_SIZE - priority.len();
+        let (first, mut rest) = encoded.split_at(encoded.len().min(first_room));
+        let mut flags = if block.end_stream { END_STREAM } else { 0 };
+        if block.priority.is_some() {
+            flags |= PRIORITY;
+        }
+        if rest.is_empty() {
+            flags |= END_HEADERS;
+        }
+        self.output.reserve(encoded.len() + FRAME_HEADER_LEN * (2 + encoded.len() / MAX_FRAME_SIZE) + 5);
+        put_frame_header(&mut self.output, priority.len() + first.len(), HEADERS, flags, block.stream_id);
+        self.output.put_slice(priority);
+        self.output.put_slice(first);
+        while !rest.is_empty() {
+            let (chunk, tail) = rest.split_at(rest.len().min(MAX_FRAME_SIZE));
+            let flags = if tail.is_empty() { END_HEADERS } else { 0 };
+            put_frame_header(&mut self.output, chunk.len(), CONTINUATION, flags, block.stream_id);
+            self.output.put_slice(chunk);
+            rest = tail;
+        }
+    }
+
+    /// From here on the server gets the client's bytes unchanged, starting with any block that
+    /// was being gathered.
+    fn give_up(&mut self) {
+        if let Some(block) = self.block.take() {
+            self.output.extend_from_slice(&block.original);
+        }
+        self.verbatim = true;
+    }
+}
+
+/// A literal header field without indexing, with a literal name (RFC 7541 §6.2.2), no Huffman.
+fn encode_literal(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    out.push(0x00);
+    for string in [name, value] {
+        // Writing to a Vec cannot fail.
+        let _ = loona_hpack::encoder::encode_integer_into(string.len(), 7, 0, out);
+        out.extend_from_slice(string);
+    }
+}
+
+fn put_frame_header(out: &mut BytesMut, length: usize, kind: u8, flags: u8, stream_id: u32) {
+    let length = length as u32;
+    out.put_slice(&length.to_be_bytes()[1..]);
+    out.put_u8(kind);
+    out.put_u8(flags);
+    out.put_u32(stream_id);
+}
+
+/// Copies as much of `from` as fits into `buf`.
+fn hand_on(from: &mut BytesMut, limit: usize, buf: &mut ReadBuf<'_>) {
+    let n = from.len().min(limit).min(buf.remaining());
+    buf.put_slice(&from[..n]);
+    from.advance(n);
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for FrontDoor<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if !this.output.is_empty() {
+                hand_on(&mut this.output, usize::MAX, buf);
+                return Poll::Ready(Ok(()));
+            }
+            if this.verbatim {
+                if !this.input.is_empty() {
+                    hand_on(&mut this.input, usize::MAX, buf);
+                    return Poll::Ready(Ok(()));
+                }
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
+            }
+            if this.passthrough > 0 && !this.input.is_empty() {
+                let before = buf.filled().len();
+                hand_on(&mut this.input, this.passthrough, buf);
+                this.passthrough -= buf.filled().len() - before;
+                return Poll::Ready(Ok(()));
+            }
+            if this.passthrough == 0 && this.parse() {
+                continue;
+            }
+            // More bytes are needed: for the frame being passed on, or to see the next one.
+            this.input.reserve(READ_CHUNK);
+            let n = std::task::ready!(tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.input))?;
+            if n == 0 {
+                // End of stream: whatever is left (a truncated frame) goes to the server as is.
+                this.give_up();
+                if this.input.is_empty() && this.output.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for FrontDoor<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

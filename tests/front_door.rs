@@ -1,0 +1,332 @@
+//! The front door at the byte level: HTTP/2 requests written frame by frame, with the header
+//! blocks real clients send (the socket path or a percent-encoded path as `:authority`, none at
+//! all, no `:scheme`, CONTINUATION, padding, priority, the dynamic table carried across calls),
+//! each answered by the in-memory runtime through cri-bridge on every version. Real grpc-go and
+//! grpc C-core clients are in `tests/real_clients.rs`; this file shows exact bytes no client
+//! library lets a test choose, and that malformed ones end in the protocol's errors, not a hang.
+
+mod common;
+
+use common::Pair;
+use cri_bridge::CriVersion;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const GOAWAY: u8 = 0x7;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    out.extend([kind, flags]);
+    out.extend(stream.to_be_bytes());
+    out.extend(payload);
+    out
+}
+
+/// What came back on one stream, or on the connection.
+#[derive(Debug, Default)]
+struct Reply {
+    headers: Vec<(String, String)>,
+    data: Vec<u8>,
+    trailers: Vec<(String, String)>,
+    reset: Option<u32>,
+    goaway: Option<u32>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().chain(&self.trailers).find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The gRPC message of a unary answer, without its 5-byte prefix.
+    fn message(&self) -> &[u8] {
+        assert!(self.data.len() >= 5, "no gRPC message in {self:?}");
+        &self.data[5..]
+    }
+
+    fn assert_ok(&self, what: &str) {
+        assert_eq!(self.reset, None, "{what}: stream reset: {self:?}");
+        assert_eq!(self.goaway, None, "{what}: connection closed: {self:?}");
+        assert_eq!(self.header(":status"), Some("200"), "{what}: {self:?}");
+        assert_eq!(self.header("grpc-status"), Some("0"), "{what}: {self:?}");
+    }
+}
+
+/// A hand-driven HTTP/2 client connection.
+struct Raw {
+    socket: UnixStream,
+    /// The client's HPACK encoder: its dynamic table lives as long as the connection.
+    encoder: loona_hpack::Encoder<'static>,
+    /// The server's answers, decoded with the server's dynamic table.
+    decoder: loona_hpack::Decoder<'static>,
+    next_stream: u32,
+}
+
+impl Raw {
+    async fn connect(pair: &Pair) -> Raw {
+        let mut socket = UnixStream::connect(&pair.bridge.socket).await.unwrap();
+        socket.write_all(PREFACE).await.unwrap();
+        socket.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
+        Raw { socket, encoder: loona_hpack::Encoder::new(), decoder: loona_hpack::Decoder::new(), next_stream: 1 }
+    }
+
+    /// A request head as a client's encoder writes it (indexed and incrementally indexed).
+    fn encode(&mut self, headers: &[(&str, &str)]) -> Vec<u8> {
+        self.encoder.encode(headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+    }
+
+    fn stream(&mut self) -> u32 {
+        let id = self.next_stream;
+        self.next_stream += 2;
+        id
+    }
+
+    /// A write error is left for the read that follows to explain: a server that refused what it
+    /// read first may close before the rest is written.
+    async fn send(&mut self, bytes: &[u8]) {
+        let _ = self.socket.write_all(bytes).await;
+    }
+
+    /// Sends one HEADERS frame holding `block`, then `message` as the request's one DATA frame,
+    /// and reads until the stream ends.
+    async fn call(&mut self, block: &[u8], message: &[u8]) -> Reply {
+        let stream = self.stream();
+        self.send(&frame(HEADERS, END_HEADERS, stream, block)).await;
+        self.send_message(stream, message).await;
+        self.read_until_end(stream).await
+    }
+
+    async fn send_message(&mut self, stream: u32, message: &[u8]) {
+        let mut body = vec![0];
+        body.extend((message.len() as u32).to_be_bytes());
+        body.extend(message);
+        self.send(&frame(DATA, END_STREAM, stream, &body)).await;
+    }
+
+    async fn read_until_end(&mut self, stream: u32) -> Reply {
+        tokio::time::timeout(Duration::from_secs(10), self.read_frames(stream))
+            .await
+            .expect("the server neither answered nor closed within 10 s")
+    }
+
+    async fn read_frames(&mut self, stream: u32) -> Reply {
+        let mut reply = Reply::default();
+        let mut block = Vec::new();
+        loop {
+            let mut head = [0u8; 9];
+            if self.socket.read_exact(&mut head).await.is_err() {
+                reply.goaway.get_or_insert(u32::MAX);
+                return reply;
+            }
+            let length = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let (kind, flags) = (head[3], head[4]);
+            let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+            let mut payload = vec![0u8; length];
+            self.socket.read_exact(&mut payload).await.unwrap();
+            match kind {
+                SETTINGS if flags & 1 == 0 => self.send(&frame(SETTINGS, 1, 0, &[])).await,
+                GOAWAY => {
+                    reply.goaway = Some(u32::from_be_bytes(payload[4..8].try_into().unwrap()));
+                    return reply;
+                }
+                RST_STREAM if id == stream => {
+                    reply.reset = Some(u32::from_be_bytes(payload[..4].try_into().unwrap()));
+                    return reply;
+                }
+                DATA if id == stream => reply.data.extend(&payload),
+                HEADERS | CONTINUATION if id == stream => {
+                    block.extend(&payload);
+                    if flags & END_HEADERS != 0 {
+                        let fields: Vec<(String, String)> = self
+                            .decoder
+                            .decode(&block)
+                            .expect("the server's header block decodes")
+                            .into_iter()
+                            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+                            .collect();
+                        block.clear();
+                        if reply.headers.is_empty() {
+                            reply.headers = fields;
+                        } else {
+                            reply.trailers = fields;
+                        }
+                    }
+                    if flags & END_STREAM != 0 {
+                        return reply;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn version_path(version: CriVersion) -> String {
+    format!("/{}.RuntimeService/Version", version.package())
+}
+
+/// The fields of a gRPC request head, with `authority` as given (`None`: no `:authority`).
+fn request_head(path: &str, authority: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut head = vec![(":method", "POST".to_string()), (":scheme", "http".to_string())];
+    if let Some(authority) = authority {
+        head.push((":authority", authority.to_string()));
+    }
+    head.push((":path", path.to_string()));
+    head.extend([
+        ("content-type", "application/grpc".to_string()),
+        ("te", "trailers".to_string()),
+        ("user-agent", "grpc-go/1.33.3".to_string()),
+    ]);
+    head
+}
+
+fn borrowed<'a>(head: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
+    head.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
+/// `runtime_api_version` (field 4) of a VersionResponse, read without the generated types.
+fn runtime_api_version(message: &[u8]) -> String {
+    let mut rest = message;
+    while let Some((&key, tail)) = rest.split_first() {
+        let len = usize::from(tail[0]);
+        let value = &tail[1..1 + len];
+        if key == (4 << 3 | 2) {
+            return String::from_utf8(value.to_vec()).unwrap();
+        }
+        rest = &tail[1 + len..];
+    }
+    panic!("no runtime_api_version in {message:?}")
+}
+
+const AUTHORITIES: &[(&str, Option<&str>)] = &[
+    ("grpc-go's socket path", Some("/tmp/cri-bridge.sock")),
+    ("C-core's percent-encoded path", Some("tmp%2Fcri-bridge.sock")),
+    ("empty", Some("")),
+    ("missing", None),
+    ("localhost", Some("localhost")),
+    ("host:port", Some("localhost:10010")),
+    ("a path with spaces", Some("/run/my runtime/cri.sock")),
+];
+
+#[tokio::test]
+async fn any_authority_is_served_on_every_version() {
+    let pair = Pair::start("authority", &[CriVersion::V1], None).await;
+    for (what, authority) in AUTHORITIES {
+        // One connection per kind, three calls on it: the second and third find the authority in
+        // the client's dynamic table, so the server's decoding must follow the client's table.
+        let mut raw = Raw::connect(&pair).await;
+        for version in CriVersion::NEWEST_FIRST {
+            let head = request_head(&version_path(version), *authority);
+            let block = raw.encode(&borrowed(&head));
+            let reply = raw.call(&block, &[]).await;
+            reply.assert_ok(&format!("{what} authority, {version}"));
+            assert_eq!(runtime_api_version(reply.message()), version.as_str(), "{what}, {version}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_call_with_a_path_authority_is_served() {
+    let pair = Pair::start("authority-stream", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let head = request_head("/runtime.v1.ImageService/StreamImages", Some("/var/run/cri-bridge.sock"));
+    let block = raw.encode(&borrowed(&head));
+    let reply = raw.call(&block, &[]).await;
+    reply.assert_ok("StreamImages");
+}
+
+#[tokio::test]
+async fn a_request_head_without_scheme_is_served() {
+    let pair = Pair::start("authority-scheme", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let mut head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+    head.retain(|(name, _)| *name != ":scheme");
+    let block = raw.encode(&borrowed(&head));
+    raw.call(&block, &[]).await.assert_ok("no :scheme");
+}
+
+#[tokio::test]
+async fn padded_prioritised_and_continued_header_blocks_are_served() {
+    let pair = Pair::start("authority-frames", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+
+    // PADDED and PRIORITY: pad length, stream dependency and weight around the block.
+    let head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+    let block = raw.encode(&borrowed(&head));
+    let mut payload = vec![3];
+    payload.extend([0, 0, 0, 0, 15]);
+    payload.extend(&block);
+    payload.extend([0, 0, 0]);
+    let stream = raw.stream();
+    raw.send(&frame(HEADERS, END_HEADERS | PADDED | PRIORITY, stream, &payload)).await;
+    raw.send_message(stream, &[]).await;
+    raw.read_until_end(stream).await.assert_ok("padded, with priority");
+
+    // The block split over HEADERS and two CONTINUATION frames, with a large metadata value.
+    let big = "v".repeat(6000);
+    let mut head = request_head(&version_path(CriVersion::V1alpha2), Some("tmp%2Fx.sock"));
+    head.push(("x-cri-bridge-big", big));
+    let block = raw.encode(&borrowed(&head));
+    let thirds = block.len() / 3;
+    let stream = raw.stream();
+    raw.send(&frame(HEADERS, 0, stream, &block[..thirds])).await;
+    raw.send(&frame(CONTINUATION, 0, stream, &block[thirds..2 * thirds])).await;
+    raw.send(&frame(CONTINUATION, END_HEADERS, stream, &block[2 * thirds..])).await;
+    raw.send_message(stream, &[]).await;
+    let reply = raw.read_until_end(stream).await;
+    reply.assert_ok("HEADERS + CONTINUATION");
+    assert_eq!(runtime_api_version(reply.message()), "v1alpha2");
+}
+
+#[tokio::test]
+async fn malformed_header_frames_end_in_protocol_errors_and_the_bridge_serves_on() {
+    let pair = Pair::start("authority-bad", &[CriVersion::V1], None).await;
+    const PROTOCOL_ERROR: u32 = 0x1;
+
+    // CONTINUATION with no HEADERS before it.
+    let mut raw = Raw::connect(&pair).await;
+    let head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+    let block = raw.encode(&borrowed(&head));
+    raw.send(&frame(CONTINUATION, END_HEADERS, 1, &block)).await;
+    assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
+
+    // A DATA frame in the middle of a header block.
+    let mut raw = Raw::connect(&pair).await;
+    let block = raw.encode(&borrowed(&head));
+    raw.send(&frame(HEADERS, 0, 1, &block[..4])).await;
+    raw.send(&frame(DATA, 0, 1, &[0, 0, 0, 0, 0])).await;
+    assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
+
+    // An index beyond both HPACK tables: h2 closes the connection with PROTOCOL_ERROR (RFC 9113
+    // names COMPRESSION_ERROR; either way the connection ends, which is what matters).
+    let mut raw = Raw::connect(&pair).await;
+    raw.send(&frame(HEADERS, END_HEADERS, 1, &[0x80 | 0x7f, 0x7f])).await;
+    assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
+
+    // A padding length longer than the frame.
+    let mut raw = Raw::connect(&pair).await;
+    raw.send(&frame(HEADERS, END_HEADERS | PADDED, 1, &[200, 0x82])).await;
+    assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
+
+    // Not HTTP/2 at all: the connection is closed (or reset), not held open.
+    let mut socket = UnixStream::connect(&pair.bridge.socket).await.unwrap();
+    socket.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "an HTTP/1 request is answered or closed within 10 s");
+
+    // After all of that, a well-formed call on a new connection is served.
+    let mut raw = Raw::connect(&pair).await;
+    let block = raw.encode(&borrowed(&head));
+    raw.call(&block, &[]).await.assert_ok("after the malformed connections");
+}
