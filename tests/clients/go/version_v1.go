@@ -1,0 +1,13 @@
+//go:build cri_v1
+
+package main
+
+import runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+// apiVersion is sent in VersionRequest (as crictl does) and names the binary in diagnostics.
+const apiVersion = "v1"
+
+// hostNetwork: since v1alpha2 each namespace has a mode, NODE being the host's.
+func hostNetwork() *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}
+}
