@@ -177,6 +177,17 @@ fn forwardable(metadata: &MetadataMap) -> MetadataMap {
     MetadataMap::from_headers(headers)
 }
 
+/// One debug line per call (its stream's first answer for server-streaming calls): what a
+/// failing client step is matched with. Its fields are only formatted when debug is enabled.
+fn log_answer<T>(rpc: Rpc, answer: &Result<T, Status>) {
+    match answer {
+        Ok(_) => tracing::debug!(rpc = %rpc.path(), code = "OK", "answered"),
+        Err(status) => {
+            tracing::debug!(rpc = %rpc.path(), code = ?status.code(), message = status.message(), "answered")
+        }
+    }
+}
+
 impl Handler for Forwarder {
     fn unary(
         self: Arc<Self>,
@@ -184,11 +195,17 @@ impl Handler for Forwarder {
         request: Request<Bytes>,
     ) -> BoxFuture<'static, Result<Response<Bytes>, Status>> {
         Box::pin(async move {
-            let (response, plan, backend) =
-                self.call(rpc, request, async |b: &Backend, target, req| b.client().unary(target, req).await).await?;
-            let (metadata, body, _) = response.into_parts();
-            let body = self.convert_response(rpc, &plan, backend, body)?;
-            Ok(Response::from_parts(metadata, body, Extensions::new()))
+            let answer = async {
+                let (response, plan, backend) = self
+                    .call(rpc, request, async |b: &Backend, target, req| b.client().unary(target, req).await)
+                    .await?;
+                let (metadata, body, _) = response.into_parts();
+                let body = self.convert_response(rpc, &plan, backend, body)?;
+                Ok(Response::from_parts(metadata, body, Extensions::new()))
+            }
+            .await;
+            log_answer(rpc, &answer);
+            answer
         })
     }
 
@@ -198,9 +215,11 @@ impl Handler for Forwarder {
         request: Request<Bytes>,
     ) -> BoxFuture<'static, Result<Response<ByteStream>, Status>> {
         Box::pin(async move {
-            let (response, plan, backend) = self
+            let called = self
                 .call(rpc, request, async |b: &Backend, target, req| b.client().server_streaming(target, req).await)
-                .await?;
+                .await;
+            log_answer(rpc, &called);
+            let (response, plan, backend) = called?;
             let (metadata, stream, _) = response.into_parts();
             // Dropping this stream (the caller went away) drops the backend's: the cancellation
             // reaches the runtime as a reset of its stream.

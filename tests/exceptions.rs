@@ -371,3 +371,40 @@ fn an_absent_v1alpha1_namespace_option_keeps_its_meaning_in_v1() {
     let of_pod = out.sandbox_config.unwrap().linux.unwrap().security_context.unwrap().namespace_options;
     assert_eq!(of_pod, Some(private));
 }
+
+#[test]
+fn v1alpha1_status_info_values_are_json_with_their_content_kept() {
+    // What containerd 1.6 puts in a verbose Status: JSON objects, and plain strings.
+    let info: HashMap<String, String> = [
+        ("config", r#"{"containerd":{"snapshotter":"native"},"enableSelinux":false}"#),
+        ("golang", "go1.19.8"),
+        ("lastCNILoadStatus", "cni config load failed: no network config found in /etc/cni/net.d"),
+        ("quoted", r#"say "hi"\ back"#),
+        ("number", "42"),
+        ("empty", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let response = v1::StatusResponse { info: info.clone(), ..Default::default() };
+    let (down, losses): (v1alpha1::StatusResponse, _) = convert("StatusResponse", V1, V1alpha1, &response);
+    assert!(losses.is_empty(), "{losses:?}");
+    assert_eq!(down.info.len(), info.len());
+    for (key, original) in &info {
+        let sent = &down.info[key];
+        let parsed: serde_json::Value =
+            serde_json::from_str(sent).unwrap_or_else(|e| panic!("info[{key}] = {sent:?} is not JSON: {e}"));
+        match serde_json::from_str::<serde_json::Value>(original) {
+            // Already JSON: passed unchanged.
+            Ok(_) => assert_eq!(sent, original, "info[{key}]"),
+            // A plain string: the JSON string holding exactly it.
+            Err(_) => assert_eq!(parsed, serde_json::Value::String(original.clone()), "info[{key}]"),
+        }
+    }
+    assert_eq!(down.info["golang"], r#""go1.19.8""#);
+    assert_eq!(down.info["empty"], r#""""#);
+
+    // v1alpha2 callers get the runtime's values as they are, as from a v1alpha2 runtime.
+    let (same, _): (v1alpha2::StatusResponse, _) = convert("StatusResponse", V1, V1alpha2, &response);
+    assert_eq!(same.info, info);
+}

@@ -90,6 +90,14 @@ pub const RULES: &[Rule] = &[
         why: "v1alpha1 carries seccomp and AppArmor only as strings",
     },
     Rule {
+        version: "v1alpha1",
+        message: "StatusResponse",
+        old_fields: &[],
+        v1_fields: &[],
+        hook: "status_response",
+        why: "v1alpha1-era clients parse every info value as JSON; later runtimes put plain strings there",
+    },
+    Rule {
         version: "v1alpha2",
         message: "KeyValue",
         old_fields: &["value"],

@@ -79,6 +79,19 @@ pub fn container_config_to_v1(_src: old::ContainerConfig, dst: &mut new::Contain
 
 pub fn container_config_from_v1(_src: new::ContainerConfig, _dst: &mut old::ContainerConfig, _cx: &mut Cx) {}
 
+pub fn status_response_to_v1(_src: old::StatusResponse, _dst: &mut new::StatusResponse, _cx: &mut Cx) {}
+
+/// Kubernetes 1.9's kubelet and crictl decode each `info` value as JSON and fail on the plain
+/// strings containerd puts there (`"golang": "go1.19"`): such a value becomes the JSON string
+/// holding it, so its content reaches the caller whole. JSON values pass unchanged.
+pub fn status_response_from_v1(_src: new::StatusResponse, dst: &mut old::StatusResponse, _cx: &mut Cx) {
+    for value in dst.info.values_mut() {
+        if serde_json::from_str::<serde::de::IgnoredAny>(value).is_err() {
+            *value = serde_json::Value::String(std::mem::take(value)).to_string();
+        }
+    }
+}
+
 /// A storage UUID is not a mountpoint: reported, never reinterpreted.
 pub fn filesystem_usage_to_v1(src: old::FilesystemUsage, _dst: &mut new::FilesystemUsage, cx: &mut Cx) {
     if src.storage_id.is_set() {
