@@ -1,18 +1,21 @@
-//! cri-bridge against a real containerd (1.6: serves CRI v1 and v1alpha2) running real
-//! containers: every frontend version's typed client drives a pod and container lifecycle through
-//! cri-bridge, with the backend version discovered (`auto`, finds v1) and pinned to v1alpha2; then
-//! what the conversions mean is checked inside the running containers (namespaces, seccomp), and
-//! refused requests are shown never to reach containerd.
+//! cri-bridge against real containerd builds running real containers: 1.6.20 and 1.7.24 (CRI v1
+//! and v1alpha2, their v1alpha2 being their v1 re-decoded) and 1.4.13 (v1alpha2 only, the genuine
+//! old CRI). Every frontend version's typed client drives a pod and container lifecycle, image
+//! pull included, through cri-bridge, with the backend version discovered (`auto`: v1 on 1.6 and
+//! 1.7, v1alpha2 on 1.4) and pinned to v1alpha2; then what the conversions mean is checked inside
+//! the running containers (namespaces, seccomp), and refused requests are shown never to reach
+//! containerd, on 1.6 and on 1.4.
 //!
-//! Needs root, containerd, runc and busybox-static (`bash .ci/run` installs them). Each test starts
-//! its own containerd in a temporary directory (see `containerd_support`).
+//! Needs root, containerd, runc and busybox-static (`bash .ci/run` installs them), and the 1.4.13
+//! and 1.7.24 builds unpacked by `tools/debian-unpack.sh`. Each test starts its own containerd in
+//! a temporary directory, with a registry of its own (see `containerd_support`).
 
 mod common;
 mod containerd_support;
 
-use containerd_support::{Containerd, BUSYBOX_IMAGE};
-use cri_bridge::api::{v1, v1alpha1};
-use cri_bridge::CriVersion::{self, V1alpha2, V1};
+use containerd_support::{Build, Containerd, BUSYBOX_IMAGE};
+use cri_bridge::api::{v1, v1alpha1, v1alpha2};
+use cri_bridge::CriVersion::{self, V1alpha2};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
@@ -22,9 +25,11 @@ use tonic::{Code, Status};
 const RPCS: &[&str] = &[
     "Version",
     "Status",
+    "RuntimeConfig (v1 only)",
     "ImageFsInfo",
     "ListImages",
     "ImageStatus",
+    "PullImage",
     "RunPodSandbox",
     "PodSandboxStatus",
     "ListPodSandbox",
@@ -51,6 +56,12 @@ const RPCS: &[&str] = &[
 
 /// The backends each frontend is tried against: discovered, and pinned to the older version.
 const BACKENDS: [(&str, Option<CriVersion>); 2] = [("auto", None), ("pinned v1alpha2", Some(V1alpha2))];
+
+/// The `BACKENDS` through which cri-bridge speaks v1alpha2 to `build`: pinned everywhere, and
+/// `auto` where v1alpha2 is the newest version the build serves (1.4).
+fn v1alpha2_backends(build: Build) -> Vec<(&'static str, Option<CriVersion>)> {
+    BACKENDS.into_iter().filter(|(_, pinned)| pinned.unwrap_or(build.served()[0]) == V1alpha2).collect()
+}
 
 #[derive(Clone, Debug)]
 enum Cell {
@@ -173,10 +184,33 @@ macro_rules! reopen_container_log {
     }};
 }
 
+/// RuntimeConfig, which only v1 has (a kubelet 1.28+ asks it at start and falls back on
+/// UNIMPLEMENTED). `$speaks` is the version cri-bridge speaks to containerd: in v1alpha2 there is
+/// no such RPC and cri-bridge itself must answer UNIMPLEMENTED naming that version; in v1 the call
+/// reaches containerd, whose answer passes through (1.6.20 and 1.7.24: UNIMPLEMENTED of their own).
+macro_rules! runtime_config {
+    (v1, $table:expr, $col:expr, $rt:expr, $speaks:expr) => {{
+        let speaks: CriVersion = $speaks;
+        let cell = match $rt.runtime_config(v1::RuntimeConfigRequest {}).await {
+            Ok(_) if speaks == CriVersion::V1 => Cell::Pass,
+            Err(status) if status.code() == Code::Unimplemented && speaks == CriVersion::V1 => Cell::Pass,
+            Err(status) if status.code() == Code::Unimplemented && status.message().contains(speaks.as_str()) => {
+                Cell::Pass
+            }
+            other => Cell::Fail(format!("speaking {speaks} to containerd: {:?}", other.map(|r| r.into_inner()))),
+        };
+        $table.set($col, "RuntimeConfig (v1 only)", cell);
+    }};
+    ($v:ident, $table:expr, $col:expr, $rt:expr, $speaks:expr) => {
+        $table.set($col, "RuntimeConfig (v1 only)", Cell::NotApplicable(concat!("n/a in ", stringify!($v))))
+    };
+}
+
 /// A whole pod and container lifecycle with the typed client of CRI version `$v` over `$channel`,
 /// each RPC recorded in `$table` under a new column `$column`. `$host_ns` is that version's
 /// `NamespaceOption` for the host network; `$net_is_node` tells whether a returned one says so.
-/// `$removable` is an image imported for RemoveImage alone.
+/// `$removable` is an image imported for RemoveImage alone; `$speaks` is the version cri-bridge
+/// speaks to containerd.
 macro_rules! lifecycle {
     (
         $v:ident,
@@ -186,7 +220,8 @@ macro_rules! lifecycle {
         $column:expr,
         $host_ns:expr,
         $net_is_node:expr,
-        $removable:expr
+        $removable:expr,
+        $speaks:expr
     ) => {{
         use cri_bridge::api::$v as api;
         let table: &mut Table = $table;
@@ -201,9 +236,12 @@ macro_rules! lifecycle {
             let t = &mut *table;
             t.record(col, "Version", rt.version(api::VersionRequest { version: "0.1.0".into() }).await, |r| {
                 ensure!(
-                    r.runtime_api_version == stringify!($v) && r.runtime_name == "containerd",
-                    "runtime {} speaking {:?}",
+                    r.runtime_api_version == stringify!($v)
+                        && r.runtime_name == "containerd"
+                        && r.runtime_version == ctd.build.runtime_version(),
+                    "runtime {} {} speaking {:?}",
                     r.runtime_name,
+                    r.runtime_version,
                     r.runtime_api_version
                 )
             });
@@ -214,6 +252,7 @@ macro_rules! lifecycle {
                     "RuntimeReady is not true: {conditions:?}"
                 )
             });
+            runtime_config!($v, t, col, rt, $speaks);
             t.record(col, "ImageFsInfo", img.image_fs_info(api::ImageFsInfoRequest::default()).await, |r| {
                 ensure!(!r.image_filesystems.is_empty(), "no image filesystem")
             });
@@ -235,6 +274,31 @@ macro_rules! lifecycle {
                     r.image
                 )
             });
+            // Pulled from the test registry; every pull asks it for the manifest again, so each
+            // column's pull is seen there. The pod's container then runs from the pulled image
+            // (from the imported busybox if the pull failed, so that the other rows still say
+            // something).
+            let pullable = ctd.pullable_image();
+            let asked_before = ctd.registry.requests().len();
+            let pull = img.pull_image(api::PullImageRequest { image: image(&pullable), ..Default::default() }).await;
+            let pulled = t.record(col, "PullImage", pull, |r| {
+                let asked: Vec<String> = ctd.registry.requests().split_off(asked_before);
+                ensure!(
+                    r.image_ref == ctd.pullable_image_id() && asked.iter().any(|line| line.contains("/manifests/")),
+                    "image_ref {:?} (the registry's image is {}), the registry was asked {asked:?}",
+                    r.image_ref,
+                    ctd.pullable_image_id()
+                )
+            });
+            let run_image = if pulled.is_some() { pullable.as_str() } else { BUSYBOX_IMAGE };
+            if pulled.is_some() {
+                let status =
+                    img.image_status(api::ImageStatusRequest { image: image(run_image), verbose: false }).await;
+                t.record(col, "PullImage", status, |r| {
+                    let id = r.image.as_ref().map(|i| i.id.as_str());
+                    ensure!(id == Some(ctd.pullable_image_id()), "then ImageStatus says {:?}", r.image)
+                });
+            }
 
             let log_directory = ctd.pod_logs.join(&slug);
             std::fs::create_dir_all(&log_directory).unwrap();
@@ -291,7 +355,7 @@ macro_rules! lifecycle {
                     pod_sandbox_id: pod.clone(),
                     config: Some(api::ContainerConfig {
                         metadata: Some(api::ContainerMetadata { name: "app".into(), attempt: 0 }),
-                        image: image(BUSYBOX_IMAGE),
+                        image: image(run_image),
                         command: vec!["sleep".into(), "3600".into()],
                         log_path: "app.log".into(),
                         labels: pair_label(),
@@ -462,17 +526,69 @@ fn removable_image(frontend: &str, backend: &str) -> String {
     format!("cri-bridge.test/removable-{frontend}-{}:1", backend.replace(' ', "-"))
 }
 
-/// Every RPC of every frontend version, through cri-bridge to containerd, backend discovered and
-/// pinned to v1alpha2: 3 × 2 pairs, one table.
+/// Every RPC of every frontend version, through cri-bridge to containerd 1.6, backend discovered
+/// (v1) and pinned to v1alpha2: 3 × 2 pairs, one table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_matrix_auto_and_pinned_v1alpha2() {
+    rpc_matrix(Build::System).await;
+}
+
+/// The same pairs against containerd 1.4.13, whose v1alpha2 is the genuine old CRI and where
+/// `auto` must find v1alpha2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_matrix_containerd_1_4() {
+    rpc_matrix(Build::V1_4).await;
+}
+
+/// The same pairs against containerd 1.7.24 (v1 and v1alpha2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_matrix_containerd_1_7() {
+    rpc_matrix(Build::V1_7).await;
+}
+
+/// What `build` answers to `Version` asked directly in each CRI version: the versions it serves,
+/// each answering with its own name and the build's version; the others UNIMPLEMENTED.
+async fn assert_direct_versions(ctd: &Containerd) -> String {
+    let endpoint = format!("unix://{}", ctd.socket.display());
+    let backend = cri_bridge::backend::Backend::new(
+        endpoint,
+        ctd.socket.clone(),
+        None,
+        cri_bridge::config::DEFAULT_MAX_MESSAGE_SIZE,
+    );
+    let mut served = Vec::new();
+    let mut answers = Vec::new();
+    for version in CriVersion::NEWEST_FIRST {
+        match backend.call_version(version).await {
+            Ok(r) => {
+                answers.push(format!(
+                    "{version}: version {:?} runtime {} {} api {:?}",
+                    r.version, r.runtime_name, r.runtime_version, r.runtime_api_version
+                ));
+                assert_eq!(
+                    (r.runtime_name.as_str(), r.runtime_version.as_str(), r.runtime_api_version.as_str()),
+                    ("containerd", ctd.build.runtime_version(), version.as_str()),
+                    "{:?} asked directly for Version in {version}",
+                    ctd.build
+                );
+                served.push(version);
+            }
+            Err(status) => {
+                assert_eq!(status.code(), Code::Unimplemented, "{version} Version: {}", describe(&status));
+                answers.push(format!("{version}: {}", describe(&status)));
+            }
+        }
+    }
+    assert_eq!(served, ctd.build.served(), "{:?} serves {served:?}", ctd.build);
+    answers.join("\n")
+}
+
 // One struct literal serves three versions whose messages have different field sets.
 #[allow(clippy::needless_update)]
-async fn rpc_matrix_auto_and_pinned_v1alpha2() {
+async fn rpc_matrix(build: Build) {
     let started = Instant::now();
-    let ctd = Containerd::start().await;
-    // What `auto` finds: containerd 1.6 serves v1 and v1alpha2, and v1 is probed first.
-    let report = cri_bridge::probe::probe(&ctd.socket).await.unwrap_or_else(|e| panic!("probing containerd: {e}"));
-    assert_eq!(report.served, [V1, V1alpha2], "{report}");
+    let ctd = Containerd::start_build(build).await;
+    let versions = assert_direct_versions(&ctd).await;
     let removable: Vec<String> = BACKENDS
         .iter()
         .flat_map(|(backend, _)| ["v1alpha1", "v1alpha2", "v1"].map(|frontend| removable_image(frontend, backend)))
@@ -484,6 +600,7 @@ async fn rpc_matrix_auto_and_pinned_v1alpha2() {
         let dir = common::TempDir::new("ctd-matrix");
         let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, pinned)).await;
         let channel = common::channel(&bridge.socket);
+        let speaks = pinned.unwrap_or(build.served()[0]);
         lifecycle!(
             v1alpha1,
             channel,
@@ -492,7 +609,8 @@ async fn rpc_matrix_auto_and_pinned_v1alpha2() {
             format!("v1alpha1 → {backend}"),
             v1alpha1::NamespaceOption { host_network: true, ..Default::default() },
             |o: &v1alpha1::NamespaceOption| o.host_network,
-            &removable_image("v1alpha1", backend)
+            &removable_image("v1alpha1", backend),
+            speaks
         );
         lifecycle!(
             v1alpha2,
@@ -500,13 +618,10 @@ async fn rpc_matrix_auto_and_pinned_v1alpha2() {
             &ctd,
             &mut table,
             format!("v1alpha2 → {backend}"),
-            cri_bridge::api::v1alpha2::NamespaceOption {
-                network: cri_bridge::api::v1alpha2::NamespaceMode::Node as i32,
-                ..Default::default()
-            },
-            |o: &cri_bridge::api::v1alpha2::NamespaceOption| o.network
-                == cri_bridge::api::v1alpha2::NamespaceMode::Node as i32,
-            &removable_image("v1alpha2", backend)
+            v1alpha2::NamespaceOption { network: v1alpha2::NamespaceMode::Node as i32, ..Default::default() },
+            |o: &v1alpha2::NamespaceOption| o.network == v1alpha2::NamespaceMode::Node as i32,
+            &removable_image("v1alpha2", backend),
+            speaks
         );
         lifecycle!(
             v1,
@@ -516,16 +631,17 @@ async fn rpc_matrix_auto_and_pinned_v1alpha2() {
             format!("v1 → {backend}"),
             v1::NamespaceOption { network: v1::NamespaceMode::Node as i32, ..Default::default() },
             |o: &v1::NamespaceOption| o.network == v1::NamespaceMode::Node as i32,
-            &removable_image("v1", backend)
+            &removable_image("v1", backend),
+            speaks
         );
         bridge.stop().await;
     }
 
     let rendered = table.render();
     println!(
-        "{rendered}\n(containerd {}, serving {:?}; auto found v1; took {:.1?})",
-        report.runtime_version,
-        report.served,
+        "{rendered}\n(containerd {}, asked directly:\n{versions}\nauto finds {}; took {:.1?})",
+        build.runtime_version(),
+        build.served()[0],
         started.elapsed()
     );
     let failures = table.failures();
@@ -542,6 +658,7 @@ fn expect<T>(context: &str, rpc: &str, result: Result<tonic::Response<T>, Status
 }
 
 type A1Runtime = v1alpha1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
+type A2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 type V1Runtime = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 
 /// A v1alpha1 pod on the host network, with the host's PID namespace or not.
@@ -616,9 +733,19 @@ fn printable(bytes: &[u8]) -> String {
 /// host_pid false is a PID namespace of the container's own, true the host's; host_network
 /// true is the host's network namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(clippy::needless_update)]
 async fn v1alpha1_namespaces_keep_their_meaning() {
-    let ctd = Containerd::start().await;
+    namespaces_keep_their_meaning(Build::System).await;
+}
+
+/// The same on containerd 1.4.13, reached as v1alpha2 by `auto` and pinned alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1alpha1_namespaces_keep_their_meaning_on_1_4() {
+    namespaces_keep_their_meaning(Build::V1_4).await;
+}
+
+#[allow(clippy::needless_update)]
+async fn namespaces_keep_their_meaning(build: Build) {
+    let ctd = Containerd::start_build(build).await;
     let host_net = std::fs::read_link("/proc/self/ns/net").unwrap();
     let host_init = std::fs::read("/proc/1/cmdline").unwrap();
     assert!(!host_init.starts_with(b"sleep"), "the host's PID 1 must differ from the containers' command");
@@ -749,44 +876,50 @@ async fn v1_seccomp_mode(
 
 /// Seccomp asked for in one form reaches a runtime that reads the other and is enforced:
 /// a v1 `SecurityProfile` (RuntimeDefault, no string) to containerd spoken to as v1alpha2, and a
-/// v1alpha1 string (`runtime/default`) to containerd spoken to as v1.
+/// v1alpha1 string (`runtime/default`) to containerd spoken to as v1 (1.6) and as v1alpha2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(clippy::needless_update)]
 async fn seccomp_profile_reaches_an_old_runtime_as_both_forms() {
+    seccomp_reaches_the_runtime_as_both_forms(Build::System).await;
+}
+
+/// The same on containerd 1.4.13, whose v1alpha2 reads only the strings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seccomp_profile_reaches_containerd_1_4_as_both_forms() {
+    seccomp_reaches_the_runtime_as_both_forms(Build::V1_4).await;
+}
+
+#[allow(clippy::needless_update)]
+async fn seccomp_reaches_the_runtime_as_both_forms(build: Build) {
     use v1::security_profile::ProfileType;
-    let ctd = Containerd::start().await;
+    let ctd = Containerd::start_build(build).await;
 
-    let context = "v1 → pinned v1alpha2";
-    let dir = common::TempDir::new("ctd-seccomp");
-    let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, Some(V1alpha2))).await;
-    let mut rt = V1Runtime::new(common::channel(&bridge.socket));
-    let pod_config = v1_pod_config("seccomp-v1", &ctd.pod_logs.join("seccomp-v1"));
-    let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
-    let pod = expect(context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
-    let profile = |profile_type: ProfileType| v1::LinuxContainerSecurityContext {
-        seccomp: Some(v1::SecurityProfile { profile_type: profile_type as i32, localhost_ref: String::new() }),
-        ..Default::default()
-    };
-    // RuntimeDefault is the zero value: the profile is an empty but present message.
-    let enforced =
-        v1_seccomp_mode(&mut rt, context, &pod, &pod_config, "default", profile(ProfileType::RuntimeDefault)).await;
-    assert_eq!(enforced, "Seccomp:\t2\n", "{context}: RuntimeDefault as a profile only must be a seccomp filter");
-    let control =
-        v1_seccomp_mode(&mut rt, context, &pod, &pod_config, "unconfined", profile(ProfileType::Unconfined)).await;
-    assert_eq!(control, "Seccomp:\t0\n", "{context}: Unconfined must be no filter");
-    expect(
-        context,
-        "StopPodSandbox",
-        rt.stop_pod_sandbox(v1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await,
-    );
-    expect(
-        context,
-        "RemovePodSandbox",
-        rt.remove_pod_sandbox(v1::RemovePodSandboxRequest { pod_sandbox_id: pod }).await,
-    );
-    bridge.stop().await;
+    for (backend, pinned) in v1alpha2_backends(build) {
+        let context = format!("v1 → {backend}");
+        let slug = backend.replace(' ', "-");
+        let dir = common::TempDir::new("ctd-seccomp");
+        let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, pinned)).await;
+        let mut rt = V1Runtime::new(common::channel(&bridge.socket));
+        let pod_config = v1_pod_config(&format!("seccomp-v1-{slug}"), &ctd.pod_logs.join(format!("seccomp-v1-{slug}")));
+        let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
+        let pod = expect(&context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
+        let profile = |profile_type: ProfileType| v1::LinuxContainerSecurityContext {
+            seccomp: Some(v1::SecurityProfile { profile_type: profile_type as i32, localhost_ref: String::new() }),
+            ..Default::default()
+        };
+        // RuntimeDefault is the zero value: the profile is an empty but present message.
+        let enforced =
+            v1_seccomp_mode(&mut rt, &context, &pod, &pod_config, "default", profile(ProfileType::RuntimeDefault))
+                .await;
+        assert_eq!(enforced, "Seccomp:\t2\n", "{context}: RuntimeDefault as a profile only must be a seccomp filter");
+        let control =
+            v1_seccomp_mode(&mut rt, &context, &pod, &pod_config, "unconfined", profile(ProfileType::Unconfined)).await;
+        assert_eq!(control, "Seccomp:\t0\n", "{context}: Unconfined must be no filter");
+        v1_remove_pod(&mut rt, &context, pod).await;
+        bridge.stop().await;
+    }
 
-    // The string form from a v1alpha1 client, to containerd as v1 (a profile) and as v1alpha2 (both).
+    // The string form from a v1alpha1 client, to containerd as v1 (a profile) and as v1alpha2 (both);
+    // on 1.4 `auto` is v1alpha2 too.
     for (backend, pinned) in BACKENDS {
         let context = format!("v1alpha1 → {backend}");
         let slug = backend.replace(' ', "-");
@@ -814,80 +947,102 @@ async fn seccomp_profile_reaches_an_old_runtime_as_both_forms() {
 }
 
 /// A v1 request with a protected field v1alpha2 cannot carry is refused with FAILED_PRECONDITION
-/// when the backend is pinned to v1alpha2, and containerd never sees it: asked directly, it has
-/// no such pod or container.
+/// when cri-bridge speaks v1alpha2 to containerd (pinned; on 1.4 also `auto`), and containerd
+/// never sees it: asked directly, it has no such pod or container.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(clippy::needless_update)]
 async fn refused_requests_never_reach_containerd() {
-    let ctd = Containerd::start().await;
-    let dir = common::TempDir::new("ctd-refuse");
-    let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, Some(V1alpha2))).await;
-    let mut rt = V1Runtime::new(common::channel(&bridge.socket));
-    let mut direct = V1Runtime::new(common::channel(&ctd.socket));
-    let assert_refused = |status: Status, rpc: &str, field: &str| {
-        assert_eq!(status.code(), Code::FailedPrecondition, "{rpc}: {}", describe(&status));
-        for part in [rpc, "v1alpha2", field] {
-            assert!(status.message().contains(part), "{rpc}: {:?} does not name {part}", status.message());
-        }
-    };
+    refused_requests_never_reach(Build::System).await;
+}
 
-    // A pod whose sandbox asks for the Strict supplemental groups policy.
-    let mut strict_pod = v1_pod_config("strict", &ctd.pod_logs.join("strict"));
-    let security = strict_pod.linux.as_mut().unwrap().security_context.as_mut().unwrap();
-    security.supplemental_groups_policy = v1::SupplementalGroupsPolicy::Strict as i32;
-    let request = v1::RunPodSandboxRequest { config: Some(strict_pod), ..Default::default() };
-    let refused = rt.run_pod_sandbox(request).await.expect_err("a Strict pod must be refused");
-    assert_refused(refused, "RunPodSandbox", "config.linux.security_context.supplemental_groups_policy");
-    let pods = expect("direct", "ListPodSandbox", direct.list_pod_sandbox(v1::ListPodSandboxRequest::default()).await);
-    assert!(pods.items.is_empty(), "containerd has pods: {:?}", pods.items);
+/// The same on containerd 1.4.13: `auto` discovers v1alpha2 and refuses as pinned does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_requests_never_reach_containerd_1_4() {
+    refused_requests_never_reach(Build::V1_4).await;
+}
 
-    // A pod without it goes through, and containerd has it.
-    let pod_config = v1_pod_config("plain", &ctd.pod_logs.join("plain"));
-    let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
-    let pod = expect("v1 → pinned v1alpha2", "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
-    let pods = expect("direct", "ListPodSandbox", direct.list_pod_sandbox(v1::ListPodSandboxRequest::default()).await);
-    assert_eq!(pods.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), [pod.as_str()]);
+#[allow(clippy::needless_update)]
+async fn refused_requests_never_reach(build: Build) {
+    let ctd = Containerd::start_build(build).await;
+    for (backend, pinned) in v1alpha2_backends(build) {
+        let context = format!("v1 → {backend}");
+        let dir = common::TempDir::new("ctd-refuse");
+        let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, pinned)).await;
+        let mut rt = V1Runtime::new(common::channel(&bridge.socket));
+        let assert_refused = |status: Status, rpc: &str, field: &str| {
+            assert_eq!(status.code(), Code::FailedPrecondition, "{context}: {rpc}: {}", describe(&status));
+            for part in [rpc, "v1alpha2", field] {
+                assert!(
+                    status.message().contains(part),
+                    "{context}: {rpc}: {:?} does not name {part}",
+                    status.message()
+                );
+            }
+        };
 
-    // A container with the Strict policy, and one with a recursively read-only mount.
-    let strict = v1::LinuxContainerSecurityContext {
-        supplemental_groups_policy: v1::SupplementalGroupsPolicy::Strict as i32,
-        ..Default::default()
-    };
-    let refused = rt
-        .create_container(v1_container_request(&pod, &pod_config, "strict", strict))
-        .await
-        .expect_err("a Strict container must be refused");
-    assert_refused(refused, "CreateContainer", "config.linux.security_context.supplemental_groups_policy");
-    let mut rro = v1_container_request(&pod, &pod_config, "rro", v1::LinuxContainerSecurityContext::default());
-    rro.config.as_mut().unwrap().mounts = vec![v1::Mount {
-        container_path: "/mnt".into(),
-        host_path: ctd.pod_logs.to_str().unwrap().into(),
-        readonly: true,
-        recursive_read_only: true,
-        ..Default::default()
-    }];
-    let refused = rt.create_container(rro).await.expect_err("a recursive_read_only mount must be refused");
-    assert_refused(refused, "CreateContainer", "recursive_read_only");
-    let containers =
-        expect("direct", "ListContainers", direct.list_containers(v1::ListContainersRequest::default()).await);
-    assert!(containers.containers.is_empty(), "containerd has containers: {:?}", containers.containers);
+        // A pod whose sandbox asks for the Strict supplemental groups policy.
+        let mut strict_pod = v1_pod_config("strict", &ctd.pod_logs.join("strict"));
+        let security = strict_pod.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+        security.supplemental_groups_policy = v1::SupplementalGroupsPolicy::Strict as i32;
+        let request = v1::RunPodSandboxRequest { config: Some(strict_pod), ..Default::default() };
+        let refused = rt.run_pod_sandbox(request).await.expect_err("a Strict pod must be refused");
+        assert_refused(refused, "RunPodSandbox", "config.linux.security_context.supplemental_groups_policy");
+        let (pods, _) = direct_ids(&ctd).await;
+        assert!(pods.is_empty(), "{context}: containerd has pods: {pods:?}");
 
-    // The control: the same container without the field reaches containerd.
-    let plain = v1_container_request(&pod, &pod_config, "plain", v1::LinuxContainerSecurityContext::default());
-    let id = expect("v1 → pinned v1alpha2", "CreateContainer", rt.create_container(plain).await).container_id;
-    let containers =
-        expect("direct", "ListContainers", direct.list_containers(v1::ListContainersRequest::default()).await);
-    assert_eq!(containers.containers.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+        // A pod without it goes through, and containerd has it.
+        let pod_config = v1_pod_config("plain", &ctd.pod_logs.join("plain"));
+        let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
+        let pod = expect(&context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
+        assert_eq!(direct_ids(&ctd).await.0, [pod.as_str()], "{context}");
 
-    expect(
-        "cleanup",
-        "StopPodSandbox",
-        rt.stop_pod_sandbox(v1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await,
-    );
-    expect(
-        "cleanup",
-        "RemovePodSandbox",
-        rt.remove_pod_sandbox(v1::RemovePodSandboxRequest { pod_sandbox_id: pod }).await,
-    );
-    bridge.stop().await;
+        // A container with the Strict policy, and one with a recursively read-only mount.
+        let strict = v1::LinuxContainerSecurityContext {
+            supplemental_groups_policy: v1::SupplementalGroupsPolicy::Strict as i32,
+            ..Default::default()
+        };
+        let refused = rt
+            .create_container(v1_container_request(&pod, &pod_config, "strict", strict))
+            .await
+            .expect_err("a Strict container must be refused");
+        assert_refused(refused, "CreateContainer", "config.linux.security_context.supplemental_groups_policy");
+        let mut rro = v1_container_request(&pod, &pod_config, "rro", v1::LinuxContainerSecurityContext::default());
+        rro.config.as_mut().unwrap().mounts = vec![v1::Mount {
+            container_path: "/mnt".into(),
+            host_path: ctd.pod_logs.to_str().unwrap().into(),
+            readonly: true,
+            recursive_read_only: true,
+            ..Default::default()
+        }];
+        let refused = rt.create_container(rro).await.expect_err("a recursive_read_only mount must be refused");
+        assert_refused(refused, "CreateContainer", "recursive_read_only");
+        let (_, containers) = direct_ids(&ctd).await;
+        assert!(containers.is_empty(), "{context}: containerd has containers: {containers:?}");
+
+        // The control: the same container without the field reaches containerd.
+        let plain = v1_container_request(&pod, &pod_config, "plain", v1::LinuxContainerSecurityContext::default());
+        let id = expect(&context, "CreateContainer", rt.create_container(plain).await).container_id;
+        assert_eq!(direct_ids(&ctd).await.1, [id.as_str()], "{context}");
+
+        v1_remove_pod(&mut rt, &context, pod).await;
+        bridge.stop().await;
+    }
+}
+
+/// The IDs of the pods and of the containers containerd itself has, asked directly in v1alpha2
+/// (which every build serves).
+async fn direct_ids(ctd: &Containerd) -> (Vec<String>, Vec<String>) {
+    let mut direct = A2Runtime::new(ctd.direct_channel());
+    let pods = direct.list_pod_sandbox(v1alpha2::ListPodSandboxRequest::default()).await;
+    let pods = expect("direct", "ListPodSandbox", pods).items.into_iter().map(|p| p.id).collect();
+    let containers = direct.list_containers(v1alpha2::ListContainersRequest::default()).await;
+    let containers = expect("direct", "ListContainers", containers).containers.into_iter().map(|c| c.id).collect();
+    (pods, containers)
+}
+
+/// Stops and removes a pod through a v1 client.
+async fn v1_remove_pod(rt: &mut V1Runtime, context: &str, pod: String) {
+    let stop = v1::StopPodSandboxRequest { pod_sandbox_id: pod.clone() };
+    expect(context, "StopPodSandbox", rt.stop_pod_sandbox(stop).await);
+    let remove = v1::RemovePodSandboxRequest { pod_sandbox_id: pod };
+    expect(context, "RemovePodSandbox", rt.remove_pod_sandbox(remove).await);
 }

@@ -1,12 +1,21 @@
 //! A real, isolated containerd for the tests in `tests/containerd.rs`: its own root, state,
 //! sockets and runc root in a short temporary directory, the CRI plugin with the `native`
 //! snapshotter and no CNI (pods use the host network), and images built on the spot from
-//! busybox-static (no registry). Stopped, with its shims and their containers, by `Drop`, so a
-//! panicking test leaves nothing running or mounted.
+//! busybox-static: imported from a docker-archive, and served for `PullImage` by a registry of
+//! the test's own on 127.0.0.1 (`registry`). Stopped, with its shims and their containers, by
+//! `Drop`, so a panicking test leaves nothing running or mounted.
+//!
+//! Three containerd builds can be started (`Build`): the one on PATH (Debian bookworm's 1.6.20),
+//! and 1.4.13 and 1.7.24 unpacked from other Debian suites by `tools/debian-unpack.sh`.
 #![allow(dead_code)]
 
-use cri_bridge::api::v1;
+mod registry;
+
+use cri_bridge::api::v1alpha2;
+use cri_bridge::CriVersion::{self, V1alpha2, V1};
+pub use registry::Registry;
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +26,9 @@ use std::time::{Duration, Instant};
 pub const PAUSE_IMAGE: &str = "cri-bridge.test/pause:1";
 /// The image the tests' containers run.
 pub const BUSYBOX_IMAGE: &str = "cri-bridge.test/busybox:1";
+/// Repository and tag of the image the test registry serves.
+const PULLABLE_REPOSITORY: &str = "cri-bridge/busybox";
+const PULLABLE_TAG: &str = "1";
 
 /// Applets linked to /bin/busybox in the image.
 const APPLETS: &[&str] = &["sh", "echo", "cat", "sleep", "readlink", "ls", "id", "grep"];
@@ -24,12 +36,92 @@ const APPLETS: &[&str] = &["sh", "echo", "cat", "sleep", "readlink", "ls", "id",
 const HOW_TO_INSTALL: &str = "run `bash .ci/run`, which installs containerd, runc and busybox-static \
                               (or: apt-get install -y containerd runc busybox-static)";
 
-/// What the tests need on the machine: fail (never skip) with how to get it.
+/// Which containerd to run. Each build runs with its own `ctr` and shim; runc is the machine's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// containerd on PATH: Debian bookworm's 1.6.20 (CRI v1 and v1alpha2, its v1alpha2 being its
+    /// v1 service re-decoded).
+    System,
+    /// Debian bullseye's 1.4.13: CRI v1alpha2 only (Kubernetes 1.19's CRI).
+    V1_4,
+    /// Debian trixie's 1.7.24: CRI v1 and v1alpha2.
+    V1_7,
+}
+
+impl Build {
+    /// `(Debian suite, directory under the crate)` of an unpacked build; `None` for `System`.
+    fn unpacked(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Build::System => None,
+            Build::V1_4 => Some(("bullseye", "target/debian/containerd-1.4.13")),
+            Build::V1_7 => Some(("trixie", "target/debian/containerd-1.7.24")),
+        }
+    }
+
+    /// The `runtime_version` its `Version` reports (Debian's upstream version).
+    pub fn runtime_version(self) -> &'static str {
+        match self {
+            Build::System => "1.6.20~ds1",
+            Build::V1_4 => "1.4.13~ds1",
+            Build::V1_7 => "1.7.24~ds1",
+        }
+    }
+
+    /// The CRI versions it serves, newest first (so `served()[0]` is what `auto` finds).
+    pub fn served(self) -> &'static [CriVersion] {
+        match self {
+            Build::V1_4 => &[V1alpha2],
+            Build::System | Build::V1_7 => &[V1, V1alpha2],
+        }
+    }
+
+    /// Plugins that would touch paths outside the test's directory (`opt` makes /opt/containerd)
+    /// or cannot work here. Only ids the build has (`ctr plugins ls` with none disabled): 1.4.13
+    /// and 1.6.20 have no otlp.
+    fn disabled_plugins(self) -> Vec<&'static str> {
+        let mut ids = vec![
+            "io.containerd.internal.v1.opt",
+            "io.containerd.snapshotter.v1.aufs",
+            "io.containerd.snapshotter.v1.btrfs",
+            "io.containerd.snapshotter.v1.devmapper",
+            "io.containerd.snapshotter.v1.zfs",
+        ];
+        if self == Build::V1_7 {
+            ids.push("io.containerd.tracing.processor.v1.otlp");
+        }
+        ids
+    }
+
+    /// The directory holding this build's `containerd`, `ctr` and `containerd-shim-runc-v2`;
+    /// fails (never skips) with how to get it.
+    fn bin_dir(self) -> PathBuf {
+        const OWN: [&str; 3] = ["containerd", "ctr", "containerd-shim-runc-v2"];
+        let Some((suite, dest)) = self.unpacked() else {
+            let missing: Vec<&str> = OWN.into_iter().filter(|c| find_in_path(c).is_none()).collect();
+            assert!(missing.is_empty(), "containerd tests need {} on PATH: {HOW_TO_INSTALL}", missing.join(", "));
+            return find_in_path("containerd").unwrap().parent().unwrap().to_path_buf();
+        };
+        let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bin = top.join(dest).join("usr/bin");
+        let missing: Vec<&str> = OWN.into_iter().filter(|c| !bin.join(c).is_file()).collect();
+        assert!(
+            missing.is_empty(),
+            "containerd {} is not unpacked ({} missing in {}): run `tools/debian-unpack.sh {suite} {dest} containerd` \
+             in {}",
+            self.runtime_version(),
+            missing.join(", "),
+            bin.display(),
+            top.display()
+        );
+        bin
+    }
+}
+
+/// What the tests need on the machine besides containerd itself: fail (never skip) with how
+/// to get it.
 pub fn require_prerequisites() {
-    let missing: Vec<&str> = ["containerd", "ctr", "runc", "containerd-shim-runc-v2", "tar", "sha256sum", "umount"]
-        .into_iter()
-        .filter(|command| find_in_path(command).is_none())
-        .collect();
+    let missing: Vec<&str> =
+        ["runc", "tar", "sha256sum", "umount"].into_iter().filter(|command| find_in_path(command).is_none()).collect();
     assert!(missing.is_empty(), "containerd tests need {} on PATH: {HOW_TO_INSTALL}", missing.join(", "));
     assert!(Path::new("/bin/busybox").is_file(), "containerd tests need a static /bin/busybox: {HOW_TO_INSTALL}");
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -38,28 +130,42 @@ pub fn require_prerequisites() {
 }
 
 fn find_in_path(command: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path).map(|dir| dir.join(command)).find(|p| p.is_file())
+    std::env::split_paths(&search_path()).map(|dir| dir.join(command)).find(|p| p.is_file())
+}
+
+fn search_path() -> OsString {
+    std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into())
 }
 
 /// A containerd process of our own, with everything it owns under `dir`.
 pub struct Containerd {
+    pub build: Build,
     /// `/tmp/crib-ctd-<pid>-<n>`: kept short, unix socket paths must stay under ~108 bytes.
     pub dir: PathBuf,
-    /// The gRPC socket (CRI v1 and v1alpha2, and containerd's own API).
+    /// The gRPC socket (CRI, and containerd's own API).
     pub socket: PathBuf,
     /// containerd's stdout and stderr.
     pub log: PathBuf,
     /// Where pods write their container logs (`log_directory`).
     pub pod_logs: PathBuf,
+    /// The registry `pullable_image()` is pulled from, configured as an HTTP mirror.
+    pub registry: Registry,
+    /// The build's `usr/bin`: its `ctr`, and first on containerd's PATH so it finds its own shim.
+    bin: PathBuf,
     child: Option<Child>,
 }
 
 impl Containerd {
-    /// Starts containerd, waits until its CRI plugin answers, and imports the pause and busybox
-    /// images.
+    /// Starts the containerd on PATH (see `start_build`).
     pub async fn start() -> Containerd {
+        Containerd::start_build(Build::System).await
+    }
+
+    /// Starts containerd `build`, waits until its CRI plugin answers, and imports the pause and
+    /// busybox images.
+    pub async fn start_build(build: Build) -> Containerd {
         require_prerequisites();
+        let bin = build.bin_dir();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let dir =
             PathBuf::from(format!("/tmp/crib-ctd-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst)));
@@ -71,20 +177,26 @@ impl Containerd {
         for sub in ["root", "state", "runc", "cni-conf", "cni-bin", "pod-logs", "images"] {
             fs::create_dir_all(dir.join(sub)).unwrap();
         }
+        let registry = start_registry(&dir.join("images"));
         let socket = dir.join("c.sock");
         let config = dir.join("config.toml");
-        fs::write(&config, config_toml(&dir, &socket)).unwrap();
+        fs::write(&config, config_toml(build, &dir, &socket, &registry.host())).unwrap();
         let log = dir.join("containerd.log");
         let out = fs::File::create(&log).unwrap();
-        let child = Command::new("containerd")
+        let mut path = OsString::from(bin.as_os_str());
+        path.push(":");
+        path.push(search_path());
+        let child = Command::new(bin.join("containerd"))
             .arg("--config")
             .arg(config.as_os_str())
+            .env("PATH", path)
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start containerd ({e}): {HOW_TO_INSTALL}"));
-        let mut containerd = Containerd { pod_logs: dir.join("pod-logs"), dir, socket, log, child: Some(child) };
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", bin.join("containerd").display()));
+        let mut containerd =
+            Containerd { build, pod_logs: dir.join("pod-logs"), dir, socket, log, registry, bin, child: Some(child) };
         containerd.wait_until_cri_answers().await;
         let archive = build_image_archive(
             &containerd.dir.join("images"),
@@ -98,21 +210,32 @@ impl Containerd {
         containerd
     }
 
-    /// A v1 CRI channel straight to containerd, bypassing cri-bridge.
+    /// `127.0.0.1:PORT/cri-bridge/busybox:1`: busybox, in the test registry only (not imported).
+    pub fn pullable_image(&self) -> String {
+        self.registry.reference()
+    }
+
+    /// The ID (`sha256:` of its config) the CRI gives `pullable_image()` once pulled.
+    pub fn pullable_image_id(&self) -> &str {
+        self.registry.image_id()
+    }
+
+    /// A CRI channel straight to containerd, bypassing cri-bridge.
     pub fn direct_channel(&self) -> tonic::transport::Channel {
         cri_bridge::grpc::unix_channel(self.socket.clone(), || {})
     }
 
+    // The support speaks v1alpha2 to containerd itself: the one CRI version every build serves.
     // Panics below print containerd's log tail when `self` is dropped (see `Drop`).
     async fn wait_until_cri_answers(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut client = v1::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
+        let mut client = v1alpha2::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("containerd exited at start with {status}");
             }
             if self.socket.exists() {
-                match client.version(v1::VersionRequest::default()).await {
+                match client.version(v1alpha2::VersionRequest::default()).await {
                     Ok(_) => return,
                     // containerd runs on without a plugin that failed to load.
                     Err(_)
@@ -135,7 +258,7 @@ impl Containerd {
     /// Imports a docker-archive into the CRI namespace (`k8s.io`), unpacked for the `native`
     /// snapshotter, and waits until the CRI plugin knows every tag in `tags`.
     pub async fn import(&self, archive: &Path, tags: &[&str]) {
-        let mut client = v1::image_service_client::ImageServiceClient::new(self.direct_channel());
+        let mut client = v1alpha2::image_service_client::ImageServiceClient::new(self.direct_channel());
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut imported_at = None;
         for tag in tags {
@@ -146,8 +269,8 @@ impl Containerd {
                     self.ctr(&["images", "import", "--snapshotter", "native", archive.to_str().unwrap()]);
                     imported_at = Some(Instant::now());
                 }
-                let request = v1::ImageStatusRequest {
-                    image: Some(v1::ImageSpec { image: tag.to_string(), ..Default::default() }),
+                let request = v1alpha2::ImageStatusRequest {
+                    image: Some(v1alpha2::ImageSpec { image: tag.to_string(), ..Default::default() }),
                     verbose: false,
                 };
                 match client.image_status(request).await {
@@ -173,13 +296,13 @@ impl Containerd {
 
     /// Runs `ctr` against this containerd in the `k8s.io` namespace; panics with its output.
     pub fn ctr(&self, args: &[&str]) -> String {
-        let output = Command::new("ctr")
+        let output = Command::new(self.bin.join("ctr"))
             .arg("--address")
             .arg(&self.socket)
             .args(["--namespace", "k8s.io"])
             .args(args)
             .output()
-            .unwrap_or_else(|e| panic!("cannot run ctr ({e}): {HOW_TO_INSTALL}"));
+            .unwrap_or_else(|e| panic!("cannot run {} ({e})", self.bin.join("ctr").display()));
         assert!(
             output.status.success(),
             "ctr {} failed ({}): {}{}",
@@ -250,22 +373,19 @@ impl Drop for Containerd {
     }
 }
 
-/// The containerd configuration: everything under `dir`, CRI with the native snapshotter.
-fn config_toml(dir: &Path, socket: &Path) -> String {
+/// The containerd configuration: everything under `dir`, CRI with the native snapshotter, and
+/// the test registry at `registry` (`127.0.0.1:PORT`) as a plain-HTTP mirror of itself. Version 2
+/// of the format is read by every build from 1.3 on; each key below is in 1.4.13's CRI config
+/// (`containerd config dump` shows them all taken).
+fn config_toml(build: Build, dir: &Path, socket: &Path, registry: &str) -> String {
     let d = dir.display();
     let s = socket.display();
+    let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
     format!(
         r#"version = 2
 root = "{d}/root"
 state = "{d}/state"
-# Plugins that would touch paths outside {d} or cannot work here.
-disabled_plugins = [
-  "io.containerd.internal.v1.opt",
-  "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.tracing.processor.v1.otlp",
+disabled_plugins = [{disabled}
 ]
 
 [grpc]
@@ -301,6 +421,13 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni-bin"
     conf_dir = "{d}/cni-conf"
+
+  # Plain HTTP to the test registry. All three builds already default to HTTP for a loopback
+  # host (a pull passes without this table); the mirror says so explicitly, as a registry on any
+  # other host would need. `mirrors` is the one form all three read (1.6 and 1.7 log it as
+  # deprecated in favour of `config_path`, which 1.4 lacks).
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
+    endpoint = ["http://{registry}"]
 "#
     )
 }
@@ -320,26 +447,10 @@ pub fn build_image_archive(dir: &Path, name: &str, images: &[ImageDef]) -> PathB
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(work.join(&layer_digest)).unwrap();
     fs::copy(layer.as_path(), work.join(&layer_digest).join("layer.tar")).unwrap();
-    let arch = match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    };
     let mut manifest = Vec::new();
     let mut members = vec!["manifest.json".to_string(), layer_digest.clone()];
     for image in images {
-        // The tag in a label makes every config, hence every image ID, distinct.
-        let config = serde_json::json!({
-            "architecture": arch,
-            "os": "linux",
-            "config": {
-                "Env": ["PATH=/bin"],
-                "Entrypoint": image.entrypoint,
-                "Labels": { "cri-bridge.test/tag": image.tag },
-            },
-            "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{layer_digest}")] },
-        });
-        let config = serde_json::to_vec(&config).unwrap();
+        let config = image_config(&image.tag, image.entrypoint, &layer_digest);
         let config_file = format!("{}.json", sha256_bytes(&work, &config));
         fs::write(work.join(&config_file), config.as_slice()).unwrap();
         manifest.push(serde_json::json!({
@@ -353,6 +464,38 @@ pub fn build_image_archive(dir: &Path, name: &str, images: &[ImageDef]) -> PathB
     let archive = dir.join(format!("{name}.tar"));
     run(Command::new("tar").arg("-cf").arg(archive.as_os_str()).arg("-C").arg(work.as_os_str()).args(members));
     archive
+}
+
+/// The image config of busybox with `entrypoint`. The tag in a label makes every config, hence
+/// every image ID, distinct.
+fn image_config(tag: &str, entrypoint: &[&str], layer_digest: &str) -> Vec<u8> {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let config = serde_json::json!({
+        "architecture": arch,
+        "os": "linux",
+        "config": {
+            "Env": ["PATH=/bin"],
+            "Entrypoint": entrypoint,
+            "Labels": { "cri-bridge.test/tag": tag },
+        },
+        "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{layer_digest}")] },
+    });
+    serde_json::to_vec(&config).unwrap()
+}
+
+/// The test registry, serving busybox (the layer the docker-archives hold, with a config of its
+/// own) as `cri-bridge/busybox:1`.
+fn start_registry(images: &Path) -> Registry {
+    let layer = busybox_layer(images);
+    let layer_digest = sha256_file(&layer);
+    let layer = fs::read(layer).unwrap();
+    let label = format!("{PULLABLE_REPOSITORY}:{PULLABLE_TAG} in the test registry");
+    let config = image_config(&label, &["/bin/sh"], &layer_digest);
+    Registry::start(PULLABLE_REPOSITORY, PULLABLE_TAG, config, layer, |bytes| sha256_bytes(images, bytes))
 }
 
 /// The one layer (an uncompressed tar), built once per directory.
