@@ -1,7 +1,8 @@
 //! What cri-bridge adds to a call: the same RPCs asked of the in-memory runtime directly (the
 //! baseline) and through cri-bridge, with the bytes passed through (v1 → v1) and converted
 //! (v1 → v1alpha2, against the same runtime serving v1alpha2, whose direct v1alpha2 call is
-//! that case's baseline). Everything runs over real unix sockets on this machine.
+//! that case's baseline). An L4 relay, socat, in front of the same v1 runtime is the floor any
+//! proxy is measured against. Everything runs over real unix sockets on this machine.
 
 #[path = "support/estimates.rs"]
 mod estimates;
@@ -60,29 +61,66 @@ async fn bridge(listen: PathBuf, backend: &Path) {
     panic!("cri-bridge did not start");
 }
 
+/// socat relaying `listen` to `backend`: what an L4 relay adds to the same calls.
+struct Socat(std::process::Child);
+
+impl Socat {
+    async fn start(listen: &Path, backend: &Path) -> Socat {
+        let mut child = std::process::Command::new("socat")
+            .arg(format!("UNIX-LISTEN:{},fork", listen.display()))
+            .arg(format!("UNIX-CONNECT:{}", backend.display()))
+            .spawn()
+            .expect("the proxy benchmark needs socat (apt-get install socat; .ci/run installs it)");
+        for _ in 0..200 {
+            if listen.exists() {
+                return Socat(child);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("socat did not start");
+    }
+}
+
+impl Drop for Socat {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn channel(path: &Path) -> tonic::transport::Channel {
     cri_bridge::grpc::unix_channel(path.to_path_buf(), || {})
 }
 
-const PATHS: [&str; 3] =
-    ["direct", "through cri-bridge, passthrough v1->v1", "through cri-bridge, converted v1->v1alpha2"];
+const PATHS: [&str; 4] = [
+    "direct",
+    "through cri-bridge, passthrough v1->v1",
+    "through cri-bridge, converted v1->v1alpha2",
+    "through socat (L4 relay), v1",
+];
 
 fn main() {
     let rt = Runtime::new().unwrap();
     let dir = std::env::temp_dir().join(format!("crib-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut direct_v1, mut direct_v1alpha2, mut passthrough, mut converted) = rt.block_on(async {
-        runtime(&dir.join("v1.sock"), CriVersion::V1, 100).await;
-        runtime(&dir.join("v1alpha2.sock"), CriVersion::V1alpha2, 100).await;
-        bridge(dir.join("pass.sock"), &dir.join("v1.sock")).await;
-        bridge(dir.join("conv.sock"), &dir.join("v1alpha2.sock")).await;
-        (
-            V1Client::new(channel(&dir.join("v1.sock"))),
-            V1alpha2Client::new(channel(&dir.join("v1alpha2.sock"))),
-            V1Client::new(channel(&dir.join("pass.sock"))),
-            V1Client::new(channel(&dir.join("conv.sock"))),
-        )
-    });
+    let (mut direct_v1, mut direct_v1alpha2, mut passthrough, mut converted, mut relayed, _socat) =
+        rt.block_on(async {
+            runtime(&dir.join("v1.sock"), CriVersion::V1, 100).await;
+            runtime(&dir.join("v1alpha2.sock"), CriVersion::V1alpha2, 100).await;
+            bridge(dir.join("pass.sock"), &dir.join("v1.sock")).await;
+            bridge(dir.join("conv.sock"), &dir.join("v1alpha2.sock")).await;
+            let socat = Socat::start(&dir.join("socat.sock"), &dir.join("v1.sock")).await;
+            (
+                V1Client::new(channel(&dir.join("v1.sock"))),
+                V1alpha2Client::new(channel(&dir.join("v1alpha2.sock"))),
+                V1Client::new(channel(&dir.join("pass.sock"))),
+                V1Client::new(channel(&dir.join("conv.sock"))),
+                V1Client::new(channel(&dir.join("socat.sock"))),
+                socat,
+            )
+        });
 
     let mut criterion = Criterion::default()
         .configure_from_args()
@@ -99,6 +137,7 @@ fn main() {
             });
             group.bench_function(PATHS[1], |b| b.iter(|| rt.block_on(passthrough.$method($v1)).unwrap()));
             group.bench_function(PATHS[2], |b| b.iter(|| rt.block_on(converted.$method($v1)).unwrap()));
+            group.bench_function(PATHS[3], |b| b.iter(|| rt.block_on(relayed.$method($v1)).unwrap()));
             group.finish();
             groups.push($group);
         }};
@@ -123,7 +162,7 @@ fn main() {
     let mean = |group: &str, function: &str| means.get(&(group.to_string(), function.to_string())).copied();
     println!("\n{:<28} {:<44} {:>10} {:>10} {:>7}", "call", "path", "baseline", "time", "ratio");
     for group in groups {
-        for (path, baseline) in [(PATHS[1], "direct v1"), (PATHS[2], "direct v1alpha2")] {
+        for (path, baseline) in [(PATHS[1], "direct v1"), (PATHS[2], "direct v1alpha2"), (PATHS[3], "direct v1")] {
             if let (Some(base), Some(time)) = (mean(group, baseline), mean(group, path)) {
                 println!(
                     "{group:<28} {path:<44} {:>7.1} µs {:>7.1} µs {:>6.2}×",
