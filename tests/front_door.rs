@@ -66,9 +66,9 @@ impl Reply {
 struct Raw {
     socket: UnixStream,
     /// The client's HPACK encoder: its dynamic table lives as long as the connection.
-    encoder: loona_hpack::Encoder<'static>,
+    encoder: httlib_hpack::Encoder<'static>,
     /// The server's answers, decoded with the server's dynamic table.
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: httlib_hpack::Decoder<'static>,
     next_stream: u32,
 }
 
@@ -77,12 +77,25 @@ impl Raw {
         let mut socket = UnixStream::connect(&pair.bridge.socket).await.unwrap();
         socket.write_all(PREFACE).await.unwrap();
         socket.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
-        Raw { socket, encoder: loona_hpack::Encoder::new(), decoder: loona_hpack::Decoder::new(), next_stream: 1 }
+        Raw {
+            socket,
+            encoder: httlib_hpack::Encoder::default(),
+            decoder: httlib_hpack::Decoder::default(),
+            next_stream: 1,
+        }
     }
 
-    /// A request head as a client's encoder writes it (indexed and incrementally indexed).
+    /// A request head as grpc-go's encoder writes it: Huffman-coded strings, each field indexed
+    /// in the dynamic table (and found there by the next call on the connection).
     fn encode(&mut self, headers: &[(&str, &str)]) -> Vec<u8> {
-        self.encoder.encode(headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+        use httlib_hpack::Encoder;
+        let flags = Encoder::HUFFMAN_NAME | Encoder::HUFFMAN_VALUE | Encoder::WITH_INDEXING | Encoder::BEST_FORMAT;
+        let mut block = Vec::new();
+        for (name, value) in headers {
+            let field = (name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags);
+            self.encoder.encode(field, &mut block).expect("encodes");
+        }
+        block
     }
 
     fn stream(&mut self) -> u32 {
@@ -147,12 +160,11 @@ impl Raw {
                 HEADERS | CONTINUATION if id == stream => {
                     block.extend(&payload);
                     if flags & END_HEADERS != 0 {
-                        let fields: Vec<(String, String)> = self
-                            .decoder
-                            .decode(&block)
-                            .expect("the server's header block decodes")
+                        let mut decoded = Vec::new();
+                        self.decoder.decode(&mut block, &mut decoded).expect("the server's header block decodes");
+                        let fields: Vec<(String, String)> = decoded
                             .into_iter()
-                            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+                            .map(|(n, v, _)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
                             .collect();
                         block.clear();
                         if reply.headers.is_empty() {
