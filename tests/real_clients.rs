@@ -464,3 +464,12 @@ async fn grpcio_every_version_over_containerd_1_6() {
     through_bridge(Client::CCore, V1, &containerd, &native, None).await;
     older_clients(Client::CCore, &containerd).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_v1_event_stream_over_containerd_1_7() {
+    // containerd 1.6.20 answers GetContainerEvents UNIMPLEMENTED; 1.7.24 streams events, so here a
+    // C-core client's server-streaming call carries real events through cri-bridge.
+    let containerd = Containerd::start_build(Build::V1_7).await;
+    let native = native_session(Client::CCore, V1, Native::Containerd(&containerd), BUSYBOX_IMAGE).await;
+    through_bridge(Client::CCore, V1, &containerd, &native, None).await;
+}
