@@ -24,6 +24,8 @@
 //!   `false` means; pid unset (POD) is such a mode, so that loss may name an unset field.
 //! - `KeyValue.value` is `bytes` in v1 and `string` before: the generator sometimes makes
 //!   non-UTF-8 values, which must be reported (NotUtf8) and come back unset.
+//! - `StatusResponse.info` values are generated as JSON, as every version asks of them: a plain
+//!   string going down to v1alpha1 becomes a JSON string (tested in `tests/exceptions.rs`).
 //! - Maps: prost encodes a `HashMap` in no fixed order, so results are compared as decoded trees
 //!   (maps sorted), and byte for byte only when no map has more than one entry.
 //!

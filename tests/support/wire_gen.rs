@@ -811,6 +811,17 @@ impl Schema {
     ///     has no string form, so it cannot survive v1alpha1 (and means nothing anyway).
     fn fix_up(&self, idx: usize, msg: &mut Msg, rng: &mut Rng) {
         let name = self.messages[idx].name;
+        // Every version says `StatusResponse.info` values are JSON; going down to v1alpha1 a value
+        // that is not (as containerd writes them) becomes the JSON string holding it (tested in
+        // tests/exceptions.rs). Generated values are JSON: JSON strings here, so they round-trip.
+        if name == "StatusResponse" {
+            let info = self.field_by_name(idx, "info").map(|f| f.number);
+            if let Some(Field::Map(values)) = info.and_then(|n| msg.fields.get_mut(&n)) {
+                for value in values.values_mut() {
+                    *value = serde_json::Value::String(std::mem::take(value)).to_string();
+                }
+            }
+        }
         for &(string_field, profile_field, kind) in profile_pairs(name) {
             let Some(sf) = self.field_by_name(idx, string_field) else {
                 continue;
