@@ -55,9 +55,12 @@ const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
 /// The largest frame the server accepts before SETTINGS change it (RFC 9113 §4.2; hyper keeps it).
 const MAX_FRAME_SIZE: usize = 16_384;
-/// A header block larger than this is not gathered: the server refuses it anyway (its header list
-/// limit is far lower), and gathering must not let a client grow our memory without bound.
-const MAX_BLOCK: usize = 256 * 1024;
+/// The largest decoded header list the HTTP/2 server accepts (`grpc::serve` sets it).
+pub const MAX_HEADER_LIST_SIZE: u32 = 1024 * 1024;
+/// A header block larger than this is not gathered but handed on as it is, for the server to
+/// refuse: an encoded block never exceeds the decoded list much, and gathering must not let a
+/// client grow our memory without bound.
+const MAX_BLOCK: usize = 2 * MAX_HEADER_LIST_SIZE as usize;
 /// How much is read from the socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
 

@@ -250,7 +250,11 @@ pub async fn serve<H: Handler>(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
-    let http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let mut http2 = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a caller's
+    // metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and still bounds
+    // what one stream's header block can make us hold.
+    http2.max_header_list_size(crate::front_door::MAX_HEADER_LIST_SIZE);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {

@@ -284,16 +284,19 @@ async fn padded_prioritised_and_continued_header_blocks_are_served() {
     raw.send_message(stream, &[]).await;
     raw.read_until_end(stream).await.assert_ok("padded, with priority");
 
-    // The block split over HEADERS and two CONTINUATION frames, with a large metadata value.
-    let big = "v".repeat(6000);
+    // The block split over HEADERS and CONTINUATION frames, with a metadata value larger than
+    // hyper's default header list limit (16 KiB), as grpc-go servers take (up to 16 MiB).
+    let big = "v".repeat(100_000);
     let mut head = request_head(&version_path(CriVersion::V1alpha2), Some("tmp%2Fx.sock"));
     head.push(("x-cri-bridge-big", big));
     let block = raw.encode(&borrowed(&head));
-    let thirds = block.len() / 3;
     let stream = raw.stream();
-    raw.send(&frame(HEADERS, 0, stream, &block[..thirds])).await;
-    raw.send(&frame(CONTINUATION, 0, stream, &block[thirds..2 * thirds])).await;
-    raw.send(&frame(CONTINUATION, END_HEADERS, stream, &block[2 * thirds..])).await;
+    let mut chunks = block.chunks(16_384).peekable();
+    raw.send(&frame(HEADERS, 0, stream, chunks.next().unwrap())).await;
+    while let Some(chunk) = chunks.next() {
+        let flags = if chunks.peek().is_none() { END_HEADERS } else { 0 };
+        raw.send(&frame(CONTINUATION, flags, stream, chunk)).await;
+    }
     raw.send_message(stream, &[]).await;
     let reply = raw.read_until_end(stream).await;
     reply.assert_ok("HEADERS + CONTINUATION");
