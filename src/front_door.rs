@@ -79,6 +79,9 @@ pub struct FrontDoor<S> {
     /// A header block being gathered over HEADERS and CONTINUATION frames.
     block: Option<Block>,
     decoder: httlib_hpack::Decoder<'static>,
+    /// Buffers for one block at a time, kept for the next: every request passes through here.
+    fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+    encoded: Vec<u8>,
     /// Authorities removed on this connection, logged once.
     reported: bool,
 }
@@ -87,9 +90,10 @@ struct Block {
     stream_id: u32,
     end_stream: bool,
     priority: Option<[u8; 5]>,
+    /// The HPACK bytes of the frames so far, without padding and priority.
     fragment: Vec<u8>,
     /// The frames as received, handed on unchanged if the block cannot be decoded.
-    original: Vec<u8>,
+    original: BytesMut,
 }
 
 impl<S> FrontDoor<S> {
@@ -103,6 +107,8 @@ impl<S> FrontDoor<S> {
             verbatim: false,
             block: None,
             decoder: httlib_hpack::Decoder::default(),
+            fields: Vec::new(),
+            encoded: Vec::new(),
             reported: false,
         }
     }
@@ -148,92 +154,67 @@ impl<S> FrontDoor<S> {
             return false;
         }
         let frame = self.input.split_to(FRAME_HEADER_LEN + length);
-        if self.take_header_frame(kind, flags, stream_id, &frame).is_none() {
+        if let Err(frame) = self.take_header_frame(kind, flags, stream_id, frame) {
             // Malformed: the server sees the frames as they came and answers with its error.
-            let mut original = self.block.take().map(|b| b.original).unwrap_or_default();
-            original.extend_from_slice(&frame);
-            self.output.extend_from_slice(&original);
-            self.verbatim = true;
+            self.give_up();
+            self.output.extend_from_slice(&frame);
         }
         true
     }
 
-    /// Adds a HEADERS or CONTINUATION frame to the block; `None` when the frame sequence or the
-    /// frame itself is malformed.
-    fn take_header_frame(&mut self, kind: u8, flags: u8, stream_id: u32, frame: &[u8]) -> Option<()> {
-        let payload = &frame[FRAME_HEADER_LEN..];
+    /// Adds a HEADERS or CONTINUATION frame to the block; gives the frame back when the frame
+    /// sequence or the frame itself is malformed.
+    fn take_header_frame(&mut self, kind: u8, flags: u8, stream_id: u32, frame: BytesMut) -> Result<(), BytesMut> {
         if kind == HEADERS {
             if self.block.is_some() {
-                return None;
+                return Err(frame);
             }
-            let mut fragment = payload;
-            let mut pad = 0;
-            if flags & PADDED != 0 {
-                pad = usize::from(*fragment.first()?);
-                fragment = &fragment[1..];
-            }
-            let mut priority = None;
-            if flags & PRIORITY != 0 {
-                priority = Some(fragment.get(..5)?.try_into().ok()?);
-                fragment = &fragment[5..];
-            }
-            let fragment = fragment.get(..fragment.len().checked_sub(pad)?)?;
-            self.block = Some(Block {
-                stream_id,
-                end_stream: flags & END_STREAM != 0,
-                priority,
-                fragment: fragment.to_vec(),
-                original: frame.to_vec(),
-            });
+            self.block = Some(new_block(flags, stream_id, frame)?);
         } else {
-            let block = self.block.as_mut().filter(|b| b.stream_id == stream_id)?;
-            block.fragment.extend_from_slice(payload);
-            block.original.extend_from_slice(frame);
+            let Some(block) = self.block.as_mut().filter(|b| b.stream_id == stream_id) else {
+                return Err(frame);
+            };
+            block.fragment.extend_from_slice(&frame[FRAME_HEADER_LEN..]);
+            block.original.extend_from_slice(&frame);
         }
         if flags & END_HEADERS != 0 {
-            let block = self.block.take()?;
-            if let Err(block) = self.rewrite(block) {
-                self.output.extend_from_slice(&block.original);
-                self.verbatim = true;
+            if let Some(block) = self.block.take() {
+                if let Err(original) = self.rewrite(block) {
+                    self.output.extend_from_slice(&original);
+                    self.verbatim = true;
+                }
             }
         }
-        Some(())
+        Ok(())
     }
 
-    /// Decodes a complete header block and queues it re-encoded, mended; gives the block back
-    /// when it cannot be decoded.
-    fn rewrite(&mut self, mut block: Block) -> Result<(), Block> {
-        let mut fragment = std::mem::take(&mut block.fragment);
-        let mut fields = Vec::with_capacity(16);
-        if self.decoder.decode(&mut fragment, &mut fields).is_err() {
-            return Err(block);
+    /// Decodes a complete header block and queues it re-encoded, mended; gives the frames back
+    /// when the block cannot be decoded.
+    fn rewrite(&mut self, mut block: Block) -> Result<(), BytesMut> {
+        self.fields.clear();
+        if self.decoder.decode(&mut block.fragment, &mut self.fields).is_err() {
+            return Err(block.original);
         }
-        let mut encoded = Vec::with_capacity(block.original.len() * 2);
-        let (mut is_request_head, mut has_scheme) = (false, false);
-        for (name, value, _) in &fields {
-            match name.as_slice() {
-                b":authority" if http::uri::Authority::try_from(value.as_slice()).is_err() => {
-                    if !self.reported {
-                        self.reported = true;
-                        let authority = String::from_utf8_lossy(value);
-                        tracing::debug!(%authority, "removed a client's :authority that is not host[:port]");
-                    }
-                    continue;
+        let mut encoded = std::mem::take(&mut self.encoded);
+        encoded.clear();
+        let name_is = |name: &[u8]| self.fields.iter().any(|(n, _, _)| n == name);
+        if name_is(b":method") && !name_is(b":scheme") {
+            // Pseudo-headers may come in any order among themselves, but before regular ones.
+            encode_literal(b":scheme", b"http", &mut encoded);
+        }
+        for (name, value, _) in &self.fields {
+            if name == b":authority" && http::uri::Authority::try_from(value.as_slice()).is_err() {
+                if !self.reported {
+                    self.reported = true;
+                    let authority = String::from_utf8_lossy(value);
+                    tracing::debug!(%authority, "removed a client's :authority that is not host[:port]");
                 }
-                b":method" => is_request_head = true,
-                b":scheme" => has_scheme = true,
-                _ => {}
+                continue;
             }
             encode_literal(name, value, &mut encoded);
         }
-        if is_request_head && !has_scheme {
-            // Pseudo-headers may come in any order among themselves, but before regular ones.
-            let mut head = Vec::with_capacity(encoded.len() + 16);
-            encode_literal(b":scheme", b"http", &mut head);
-            head.extend_from_slice(&encoded);
-            encoded = head;
-        }
         self.queue_block(&block, &encoded);
+        self.encoded = encoded;
         Ok(())
     }
 
@@ -270,6 +251,31 @@ impl<S> FrontDoor<S> {
         }
         self.verbatim = true;
     }
+}
+
+/// The block a HEADERS frame starts; gives the frame back when its padding or priority does not
+/// fit in it.
+fn new_block(flags: u8, stream_id: u32, frame: BytesMut) -> Result<Block, BytesMut> {
+    // Where the HPACK bytes lie in the payload, between pad length + priority and padding.
+    let layout = |payload: &[u8]| -> Option<(usize, usize, Option<[u8; 5]>)> {
+        let mut start = 0;
+        let mut pad = 0;
+        if flags & PADDED != 0 {
+            pad = usize::from(*payload.first()?);
+            start = 1;
+        }
+        let mut priority = None;
+        if flags & PRIORITY != 0 {
+            priority = Some(payload.get(start..start + 5)?.try_into().ok()?);
+            start += 5;
+        }
+        let end = payload.len().checked_sub(pad).filter(|end| *end >= start)?;
+        Some((start, end, priority))
+    };
+    let payload = &frame[FRAME_HEADER_LEN..];
+    let Some((start, end, priority)) = layout(payload) else { return Err(frame) };
+    let fragment = payload[start..end].to_vec();
+    Ok(Block { stream_id, end_stream: flags & END_STREAM != 0, priority, fragment, original: frame })
 }
 
 /// A literal header field without indexing, with a literal name (RFC 7541 §6.2.2), no Huffman:
