@@ -345,3 +345,94 @@ async fn malformed_header_frames_end_in_protocol_errors_and_the_bridge_serves_on
     let block = raw.encode(&borrowed(&head));
     raw.call(&block, &[]).await.assert_ok("after the malformed connections");
 }
+
+#[tokio::test]
+async fn the_header_tables_stay_in_step_through_evictions_and_size_updates() {
+    // Long, distinct socket paths as authorities, each indexed by the client: its 4 KiB table
+    // evicts every few calls, and a size update (to 0, then back) empties it now and then. The
+    // server's table must follow exactly, or a later call decodes the wrong fields.
+    let pair = Pair::start("authority-evict", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    for i in 0..60 {
+        let mut block = Vec::new();
+        if i % 15 == 7 {
+            raw.encoder.update_max_dynamic_size(0, &mut block).unwrap();
+            raw.encoder.update_max_dynamic_size(4096, &mut block).unwrap();
+        }
+        let authority = format!("/run/containerd-{i}/{}.sock", "s".repeat(150));
+        let version = CriVersion::NEWEST_FIRST[i % 3];
+        let mut head = request_head(&version_path(version), Some(&authority));
+        head.push(("x-call", i.to_string()));
+        block.extend(raw.encode(&borrowed(&head)));
+        let reply = raw.call(&block, &[]).await;
+        reply.assert_ok(&format!("call {i}"));
+        assert_eq!(runtime_api_version(reply.message()), version.as_str(), "call {i}");
+    }
+}
+
+/// An HPACK integer (RFC 7541 §5.1) with `prefix` bits, under the representation's `pattern`.
+fn hpack_int(pattern: u8, prefix: u32, mut value: usize) -> Vec<u8> {
+    let max = (1usize << prefix) - 1;
+    if value < max {
+        return vec![pattern | value as u8];
+    }
+    let mut out = vec![pattern | max as u8];
+    value -= max;
+    while value >= 0x80 {
+        out.push((value & 0x7f) as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+    out
+}
+
+/// A raw (not Huffman-coded) string literal.
+fn hpack_str(s: &str) -> Vec<u8> {
+    let mut out = hpack_int(0, 7, s.len());
+    out.extend(s.as_bytes());
+    out
+}
+
+#[tokio::test]
+async fn an_authority_named_through_the_dynamic_table_is_mended() {
+    // The client indexes `:authority` under a literal name, then names it by its dynamic index
+    // (which moves as entries are added) for later values: the reader must find the name in
+    // its copy of the client's table.
+    let pair = Pair::start("authority-dynamic", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let path = version_path(CriVersion::V1);
+    // :method POST, :scheme http (static), :path (static name, not indexed), then `authority`.
+    let head = |authority: Vec<u8>| {
+        let mut block = vec![0x83, 0x86];
+        block.extend(hpack_int(0x00, 4, 4));
+        block.extend(hpack_str(&path));
+        block.extend(authority);
+        block
+    };
+    let mut authority = vec![0x40]; // indexed, under a literal name
+    authority.extend(hpack_str(":authority"));
+    authority.extend(hpack_str("/run/first.sock"));
+    // content-type (static name) and te, both indexed: the table is now te, content-type,
+    // the authority, newest first.
+    let mut regular = hpack_int(0x40, 6, 31);
+    regular.extend(hpack_str("application/grpc"));
+    regular.push(0x40);
+    regular.extend(hpack_str("te"));
+    regular.extend(hpack_str("trailers"));
+    let mut block = head(authority);
+    block.extend(&regular);
+    raw.call(&block, &[]).await.assert_ok("authority indexed under a literal name");
+    for i in 0..20 {
+        // Newest first: the fillers of earlier calls, te, content-type, then the authority.
+        let mut authority = hpack_int(0x00, 4, 62 + i + 2);
+        authority.extend(hpack_str(&format!("/run/cri-{i}.sock")));
+        let mut block = head(authority);
+        block.extend(hpack_int(0x80, 7, 62 + i + 1)); // content-type, from the table
+        block.extend(hpack_int(0x80, 7, 62 + i)); // te
+        // One more entry in front of it for the next call.
+        block.push(0x40);
+        block.extend(hpack_str(&format!("x-filler-{i}")));
+        block.extend(hpack_str(&"f".repeat(80)));
+        raw.call(&block, &[]).await.assert_ok(&format!("call {i}: authority named by dynamic index"));
+    }
+}
