@@ -427,8 +427,9 @@ async fn an_authority_named_through_the_dynamic_table_is_mended() {
         let mut authority = hpack_int(0x00, 4, 62 + i + 2);
         authority.extend(hpack_str(&format!("/run/cri-{i}.sock")));
         let mut block = head(authority);
-        block.extend(hpack_int(0x80, 7, 62 + i + 1)); // content-type, from the table
-        block.extend(hpack_int(0x80, 7, 62 + i)); // te
+        // content-type and te, from the table.
+        block.extend(hpack_int(0x80, 7, 62 + i + 1));
+        block.extend(hpack_int(0x80, 7, 62 + i));
         // One more entry in front of it for the next call.
         block.push(0x40);
         block.extend(hpack_str(&format!("x-filler-{i}")));
