@@ -3,25 +3,21 @@
 //! then one DATA frame), read through `FrontDoor` against the same bytes read as they are.
 
 use cri_bridge::front_door::FrontDoor;
+#[path = "../tests/support/h2_frames.rs"]
+mod h2_frames;
+
 use criterion::Criterion;
+use h2_frames::{frame, DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 const REQUESTS: usize = 100;
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.extend([kind, flags]);
-    out.extend(stream.to_be_bytes());
-    out.extend(payload);
-    out
-}
-
 /// A client connection's bytes: the preface, SETTINGS, then `REQUESTS` unary calls.
 fn connection() -> Vec<u8> {
     use httlib_hpack::Encoder;
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    bytes.extend(frame(0x4, 0, 0, &[]));
+    let mut bytes = PREFACE.to_vec();
+    bytes.extend(frame(SETTINGS, 0, 0, &[]));
     let mut encoder = Encoder::default();
     let flags = Encoder::HUFFMAN_NAME | Encoder::HUFFMAN_VALUE | Encoder::WITH_INDEXING | Encoder::BEST_FORMAT;
     for i in 0..REQUESTS {
@@ -41,8 +37,8 @@ fn connection() -> Vec<u8> {
         for (name, value) in head {
             encoder.encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags), &mut block).unwrap();
         }
-        bytes.extend(frame(0x1, 0x4, stream, &block));
-        bytes.extend(frame(0x0, 0x1, stream, &[0, 0, 0, 0, 2, 0x0a, 0x00]));
+        bytes.extend(frame(HEADERS, END_HEADERS, stream, &block));
+        bytes.extend(frame(DATA, END_STREAM, stream, &[0, 0, 0, 0, 2, 0x0a, 0x00]));
     }
     bytes
 }

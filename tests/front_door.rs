@@ -6,32 +6,15 @@
 //! library lets a test choose, and that malformed ones end in the protocol's errors, not a hang.
 
 mod common;
+#[path = "support/h2_frames.rs"]
+mod h2_frames;
 
 use common::Pair;
 use cri_bridge::CriVersion;
+use h2_frames::*;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const GOAWAY: u8 = 0x7;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY: u8 = 0x20;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.extend([kind, flags]);
-    out.extend(stream.to_be_bytes());
-    out.extend(payload);
-    out
-}
 
 /// What came back on one stream, or on the connection.
 #[derive(Debug, Default)]
