@@ -311,6 +311,14 @@ async fn malformed_header_frames_end_in_protocol_errors_and_the_bridge_serves_on
     raw.send(&frame(HEADERS, END_HEADERS, 1, &[0x80 | 0x7f, 0x7f])).await;
     assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
 
+    // A table size update beyond the 4 KiB the server allows.
+    let mut raw = Raw::connect(&pair).await;
+    let mut block = Vec::new();
+    raw.encoder.update_max_dynamic_size(1 << 20, &mut block).unwrap();
+    block.extend(raw.encode(&borrowed(&head)));
+    raw.send(&frame(HEADERS, END_HEADERS, 1, &block)).await;
+    assert_eq!(raw.read_until_end(1).await.goaway, Some(PROTOCOL_ERROR));
+
     // A padding length longer than the frame.
     let mut raw = Raw::connect(&pair).await;
     raw.send(&frame(HEADERS, END_HEADERS | PADDED, 1, &[200, 0x82])).await;

@@ -153,6 +153,11 @@ impl HeaderBlocks {
             if first & 0xe0 == 0x20 {
                 // Dynamic table size update.
                 let (size, used) = integer(rest, 5).ok_or(Malformed)?;
+                // Above the server's SETTINGS_HEADER_TABLE_SIZE is an error (§6.3) the server
+                // answers; our copy of the table must not grow past it meanwhile.
+                if size > DEFAULT_TABLE_SIZE {
+                    return Err(Malformed);
+                }
                 self.resize(size);
                 out.extend_from_slice(&rest[..used]);
                 pos += used;
