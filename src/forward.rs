@@ -167,11 +167,12 @@ fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, pros
     Ok(response.encode_to_vec())
 }
 
-/// The caller's metadata minus what describes the caller's own HTTP/2 request; `grpc-timeout`
-/// (the deadline) and everything else (`traceparent`, …) passes on unchanged.
+/// The caller's metadata minus what describes the caller's own HTTP/2 request (its body's
+/// `content-length` among them: a converted body has another length); `grpc-timeout` (the
+/// deadline) and everything else (`traceparent`, …) passes on unchanged.
 fn forwardable(metadata: &MetadataMap) -> MetadataMap {
     let mut headers = metadata.clone().into_headers();
-    for hop in ["te", "content-type", "user-agent", "host", "grpc-accept-encoding", "grpc-encoding"] {
+    for hop in ["te", "content-type", "content-length", "user-agent", "host", "grpc-accept-encoding", "grpc-encoding"] {
         headers.remove(hop);
     }
     MetadataMap::from_headers(headers)

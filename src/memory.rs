@@ -1398,7 +1398,9 @@ async fn exec_sync_sleep(rpc: Rpc, request: &Request<Bytes>) -> Result<(), Statu
         [program, n] if program.rsplit('/').next() == Some("sleep") => n.parse::<f64>().ok(),
         _ => None,
     };
-    let Some(wait) = seconds.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64) else {
+    // Beyond what a Duration holds (`sleep 1e300`) is forever, as far as any caller can tell.
+    let Some(wait) = seconds.filter(|s| *s >= 0.0).map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
+    else {
         return Ok(());
     };
     match request.metadata().get("grpc-timeout").and_then(|v| parse_grpc_timeout(v.to_str().ok()?)) {

@@ -242,6 +242,44 @@ async fn a_deadline_that_passes_in_the_runtime_comes_back_as_the_runtimes_deadli
     }
 }
 
+#[tokio::test]
+async fn a_clients_content_length_does_not_break_a_converted_call() {
+    // Conversion changes the body's length (here the unknown field #99 is not carried), so the
+    // client's content-length must not reach the runtime with the new body.
+    let pair = Pair::start("content-length", &[V1alpha2], None).await;
+    let mut body = prost::Message::encode_to_vec(&v1::VersionRequest { version: "0.1.0".into() });
+    body.extend([0x98, 0x06, 0x01]); // field 99, varint 1
+    let frame = grpc_frame(&body);
+    let length = frame.len().to_string();
+    let (code, message) = bare_grpc_request(
+        &pair.bridge.socket,
+        "/runtime.v1.RuntimeService/Version",
+        frame,
+        &[("content-length", length)],
+    )
+    .await;
+    assert_eq!(code, Code::Ok as i32, "{message}");
+    pair.bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
+#[tokio::test]
+async fn an_exec_sync_sleep_beyond_any_duration_waits_for_the_deadline_instead_of_panicking() {
+    let pair = Pair::start("huge-sleep", &[V1], None).await;
+    let mut client = V1Runtime::new(pair.channel());
+    let pod = run_pod(&mut client).await;
+    let mut create = strict_container(&pod);
+    create.config.as_mut().unwrap().linux = None;
+    let id = client.create_container(create).await.unwrap().into_inner().container_id;
+    client.start_container(v1::StartContainerRequest { container_id: id.clone() }).await.unwrap();
+    let exec = v1::ExecSyncRequest { container_id: id, cmd: vec!["sleep".into(), "1e300".into()], timeout: 0 };
+    let (code, message) =
+        bare_grpc_call(&pair.bridge.socket, "/runtime.v1.RuntimeService/ExecSync", &exec, "200m").await;
+    assert_eq!(code, Code::DeadlineExceeded as i32, "{message}");
+    pair.bridge.stop().await;
+    pair.runtime.stop().await;
+}
+
 /// One unary gRPC call over a plain HTTP/2 connection, with `grpc-timeout` set but not enforced
 /// by the client. Returns grpc-status and grpc-message.
 async fn bare_grpc_call(
@@ -249,6 +287,25 @@ async fn bare_grpc_call(
     path: &str,
     message: &impl prost::Message,
     timeout: &str,
+) -> (i32, String) {
+    let frame = grpc_frame(&message.encode_to_vec());
+    bare_grpc_request(socket, path, frame, &[("grpc-timeout", timeout.to_string())]).await
+}
+
+/// A gRPC message with its 5-byte prefix.
+fn grpc_frame(body: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// One unary gRPC request of exactly `frame`, with `headers` besides the usual ones.
+async fn bare_grpc_request(
+    socket: &std::path::Path,
+    path: &str,
+    frame: Vec<u8>,
+    headers: &[(&str, String)],
 ) -> (i32, String) {
     use http_body_util::BodyExt;
     let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
@@ -259,16 +316,13 @@ async fn bare_grpc_call(
     .await
     .unwrap();
     tokio::spawn(connection);
-    let body = message.encode_to_vec();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&body);
-    let request = http::Request::post(format!("http://cri{path}"))
+    let mut request = http::Request::post(format!("http://cri{path}"))
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("grpc-timeout", timeout)
-        .body(http_body_util::Full::new(bytes::Bytes::from(frame)))
-        .unwrap();
+        .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request.body(http_body_util::Full::new(bytes::Bytes::from(frame))).unwrap();
     let response = sender.send_request(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let trailers = if parts.headers.contains_key("grpc-status") {
