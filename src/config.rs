@@ -251,6 +251,21 @@ impl Config {
                 "`memory` is only allowed when backend.endpoint is `memory` too",
             ));
         }
+        // Listening on the runtime's own socket would take it over (a stale-looking runtime socket
+        // is removed at bind) and make cri-bridge its own backend.
+        for (key, endpoint) in
+            [("backend.endpoint", Some(&self.backend)), ("backend.image_endpoint", self.image_backend.as_ref())]
+        {
+            if endpoint == Some(&Endpoint::Unix(self.listen_path.clone())) {
+                return Err(invalid(
+                    "listen.path",
+                    format!(
+                        "{} is also {key}: cri-bridge must listen on a socket of its own",
+                        self.listen_path.display()
+                    ),
+                ));
+            }
+        }
         for key in self.loss_policy.keys() {
             crate::convert::policy::check_key(key).map_err(|e| invalid("loss_policy", e))?;
         }

@@ -2,7 +2,7 @@
 //! refused when a live process already serves the path, and cleared when only a stale file is left.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -18,13 +18,31 @@ pub enum BindError {
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
 }
 
+/// The socket file we created, known by its inode: removed at shutdown only if it is still ours
+/// (another cri-bridge may have taken the path over since).
+pub struct SocketFile {
+    path: PathBuf,
+    identity: (u64, u64),
+}
+
+impl SocketFile {
+    pub fn remove_if_ours(&self) {
+        let ours = std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.identity);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        } else {
+            tracing::info!(path = %self.path.display(), "the listen socket is no longer ours; leaving it");
+        }
+    }
+}
+
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BindError {
     let path = path.to_path_buf();
     move |source| BindError::Io { what, path, source }
 }
 
 /// Binds the frontend socket at `path`.
-pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixListener, BindError> {
+pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<(UnixListener, SocketFile), BindError> {
     // Resolved first, so that a bad group leaves no socket file behind.
     let gid = group.map(resolve_group).transpose()?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -34,10 +52,14 @@ pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixLis
         Ok(meta) if !meta.file_type().is_socket() => return Err(BindError::NotASocket { path: path.to_path_buf() }),
         Ok(_) => match UnixStream::connect(path).await {
             Ok(_) => return Err(BindError::InUse { path: path.to_path_buf() }),
-            Err(_) => {
+            // Only a refused connection means nobody listens: a busy server's full backlog
+            // (EAGAIN) is a live one.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 tracing::info!(path = %path.display(), "removing stale socket");
                 std::fs::remove_file(path).map_err(io("cannot remove stale socket", path))?;
             }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Err(BindError::InUse { path: path.to_path_buf() }),
+            Err(e) => return Err(io("cannot tell whether a live process serves", path)(e)),
         },
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(io("cannot inspect", path)(e)),
@@ -53,7 +75,8 @@ pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<UnixLis
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
-    Ok(listener)
+    let meta = std::fs::symlink_metadata(path).map_err(io("cannot inspect", path))?;
+    Ok((listener, SocketFile { path: path.to_path_buf(), identity: (meta.dev(), meta.ino()) }))
 }
 
 /// A group number, or a name looked up in /etc/group.

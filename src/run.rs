@@ -76,7 +76,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     }
 
     let result = async {
-        let listener = frontend::bind(&config.listen_path, config.listen_mode, config.listen_group.as_deref()).await?;
+        let (listener, socket_file) =
+            frontend::bind(&config.listen_path, config.listen_mode, config.listen_group.as_deref()).await?;
         let versions: Vec<_> = config.versions.iter().map(|v| v.as_str()).collect();
         tracing::info!(
             listen = %config.listen_path.display(),
@@ -88,7 +89,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         let forwarder = Arc::new(Forwarder::new(runtime.clone(), image.clone(), policy.clone()));
         let served =
             grpc::serve(listener, CriServer::new(forwarder, &config.versions, config.max_message_size), shutdown).await;
-        let _ = std::fs::remove_file(&config.listen_path);
+        socket_file.remove_if_ours();
         let counters = &policy.counters;
         tracing::info!(
             rejected = counters.rejected.load(Ordering::Relaxed),

@@ -286,3 +286,26 @@ fn missing_file_names_the_path() {
     assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
     assert!(err.to_string().contains("/nonexistent/cri-bridge/config.yaml"), "{err}");
 }
+
+#[test]
+fn listening_on_a_backend_socket_is_refused_naming_both_keys() {
+    let cases = [
+        "listen: {path: /run/x.sock}\nbackend: {endpoint: \"unix:///run/x.sock\"}\n",
+        "listen: {path: /run/x.sock}\nbackend: {endpoint: \"unix:///run/r.sock\", image_endpoint: \"unix:///run/x.sock\"}\n",
+    ];
+    for (text, key) in cases.iter().zip(["backend.endpoint", "backend.image_endpoint"]) {
+        let error = Config::parse(text).and_then(|c| c.apply(Overrides::default())).unwrap_err().to_string();
+        assert!(error.contains("listen.path") && error.contains(key), "{text}: {error}");
+    }
+    // The same through the command line's overrides.
+    let error = Config::parse("")
+        .unwrap()
+        .apply(Overrides {
+            listen: Some(PathBuf::from("/run/containerd/containerd.sock")),
+            backend: Some("unix:///run/containerd/containerd.sock".into()),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("listen.path") && error.contains("backend.endpoint"), "{error}");
+}

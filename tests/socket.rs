@@ -194,3 +194,45 @@ async fn socket_is_removed_after_stop() {
 
     runtime.stop().await;
 }
+
+#[tokio::test]
+async fn a_live_socket_whose_backlog_is_full_is_not_taken_for_stale() {
+    let dir = TempDir::new("sock-busy");
+    let path = dir.path("busy.sock");
+    // A live server that never accepts: once its backlog is full, connecting fails with EAGAIN.
+    let busy = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let mut waiting = Vec::new();
+    let mut full = false;
+    for _ in 0..5000 {
+        match tokio::net::UnixStream::connect(&path).await {
+            Ok(stream) => waiting.push(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                full = true;
+                break;
+            }
+            Err(e) => panic!("connecting to the busy socket: {e}"),
+        }
+    }
+    assert!(full, "the backlog never filled after {} connections", waiting.len());
+    let runtime = dir.path("runtime.sock");
+    let error = run_fails(Config { listen_path: path.clone(), ..common::config(&dir, &runtime, None) }).await;
+    assert!(error.contains("already served by a live process"), "{error}");
+    assert!(path.exists(), "the busy server's socket was removed");
+    drop(busy);
+}
+
+#[tokio::test]
+async fn shutdown_leaves_a_listen_socket_that_is_no_longer_ours() {
+    let dir = TempDir::new("sock-theirs");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[CriVersion::V1]).await;
+    let bridge = Bridge::start(common::config(&dir, &dir.path("runtime.sock"), None)).await;
+    // Another process takes the path over while we run.
+    std::fs::remove_file(&bridge.socket).unwrap();
+    let theirs = std::os::unix::net::UnixListener::bind(&bridge.socket).unwrap();
+    let path = bridge.socket.clone();
+    bridge.stop().await;
+    assert!(path.exists(), "shutdown removed a socket another process had bound");
+    std::os::unix::net::UnixStream::connect(&path).expect("their socket still answers");
+    drop(theirs);
+    runtime.stop().await;
+}
