@@ -64,19 +64,34 @@ pub async fn bind(path: &Path, mode: u32, group: Option<&str>) -> Result<(UnixLi
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(io("cannot inspect", path)(e)),
     }
-    let listener = UnixListener::bind(path).map_err(io("cannot listen on", path))?;
-    let set_up = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(io("cannot set mode of", path))
-        .and_then(|()| match gid {
-            Some(gid) => std::os::unix::fs::chown(path, None, Some(gid)).map_err(io("cannot set group of", path)),
-            None => Ok(()),
-        });
-    if let Err(e) = set_up {
-        let _ = std::fs::remove_file(path);
-        return Err(e);
-    }
-    let meta = std::fs::symlink_metadata(path).map_err(io("cannot inspect", path))?;
-    Ok((listener, SocketFile { path: path.to_path_buf(), identity: (meta.dev(), meta.ino()) }))
+    let (listener, identity) = bind_privately(path, mode, gid)?;
+    Ok((listener, SocketFile { path: path.to_path_buf(), identity }))
+}
+
+/// Binds in a fresh directory only we can enter, gives the socket its mode and group there, then
+/// renames it into place: at no instant is `path` a socket with more than `mode` (whatever the
+/// umask), and the mode and group are never set through a path someone else could swap.
+fn bind_privately(path: &Path, mode: u32, gid: Option<u32>) -> Result<(UnixListener, (u64, u64)), BindError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // Short: a unix socket path has ~108 bytes, and this one is longer than `path` by this much.
+    let private = parent.join(format!(".crib{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private); // left by a crashed process with our pid
+    std::fs::DirBuilder::new().mode(0o700).create(&private).map_err(io("cannot create directory", &private))?;
+    let staged = private.join("s");
+    let result = (|| {
+        let listener = UnixListener::bind(&staged).map_err(io("cannot listen on", &staged))?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode))
+            .map_err(io("cannot set mode of", &staged))?;
+        if let Some(gid) = gid {
+            std::os::unix::fs::chown(&staged, None, Some(gid)).map_err(io("cannot set group of", &staged))?;
+        }
+        let meta = std::fs::symlink_metadata(&staged).map_err(io("cannot inspect", &staged))?;
+        std::fs::rename(&staged, path).map_err(io("cannot move the socket to", path))?;
+        Ok((listener, (meta.dev(), meta.ino())))
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    result
 }
 
 /// A group number, or a name looked up in /etc/group.

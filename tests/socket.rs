@@ -236,3 +236,43 @@ async fn shutdown_leaves_a_listen_socket_that_is_no_longer_ours() {
     drop(theirs);
     runtime.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_never_appears_with_more_than_its_mode_even_under_umask_000() {
+    // A supervisor that starts cri-bridge with umask 000 (DaemonSets, some init systems), mode
+    // 0600 configured; a watcher stats the path as fast as it can while cri-bridge starts. Any
+    // instant at which the socket is there with a wider mode lets another user connect.
+    let dir = TempDir::new("sock-umask");
+    let config = dir.path("config.yaml");
+    let path = dir.path("b.sock");
+    std::fs::write(&config, format!("listen:\n  path: {}\n  mode: \"0600\"\n", path.display())).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (stop, path) = (stop.clone(), path.clone());
+            std::thread::spawn(move || {
+                let mut modes = std::collections::BTreeSet::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                        modes.insert(meta.permissions().mode() & 0o777);
+                    }
+                }
+                modes
+            })
+        };
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask 000; exec {} serve --config {}", env!("CARGO_BIN_EXE_cri-bridge"), config.display()))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        common::wait_for_socket(&path).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        seen.extend(watcher.join().unwrap());
+        let _ = std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        child.wait().unwrap();
+    }
+    let octal: Vec<String> = seen.iter().map(|m| format!("{m:o}")).collect();
+    assert_eq!(seen, [0o600].into(), "modes the socket was seen with: {octal:?}");
+}
