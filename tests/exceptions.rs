@@ -248,14 +248,18 @@ fn supplemental_groups_policy_strict_bound_for_v1alpha2_is_refused() {
 
 #[test]
 fn other_request_losses_warn_and_response_losses_are_allowed() {
-    let req = v1_container(v1::LinuxContainerSecurityContext::default());
-    let mut req = req;
-    req.config.as_mut().unwrap().stop_signal = v1::Signal::Sigterm as i32;
-    let (_, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
-    assert_eq!(paths(&losses), ["config.stop_signal"]);
+    // The image name as the user wrote it: a hint for the runtime's logs, not what runs.
+    let spec = v1::ImageSpec {
+        image: "docker.io/library/busybox:1".into(),
+        user_specified_image: "busybox:1".into(),
+        ..Default::default()
+    };
+    let req = v1::PullImageRequest { image: Some(spec), ..Default::default() };
+    let (_, losses): (v1alpha2::PullImageRequest, _) = convert("PullImageRequest", V1, V1alpha2, &req);
+    assert_eq!(paths(&losses), ["image.user_specified_image"]);
     let policy = LossPolicy::default();
     assert_eq!(policy.action(Side::Request, &losses[0]), Action::Warn);
-    policy.apply(Side::Request, "CreateContainer", V1alpha2, losses).unwrap();
+    policy.apply(Side::Request, "PullImage", V1alpha2, losses).unwrap();
 
     // A v1 runtime's ImageFsInfo answer for a v1alpha1 client: the mountpoint has no UUID form.
     let resp = v1::ImageFsInfoResponse {
@@ -272,6 +276,33 @@ fn other_request_losses_warn_and_response_losses_are_allowed() {
     assert_eq!(old.image_filesystems[0].storage_id, None, "a mountpoint is never passed off as a UUID");
     assert_eq!(old.image_filesystems[0].used_bytes.as_ref().unwrap().value, 10);
     assert_eq!(policy.action(Side::Response, &losses[0]), Action::Allow);
+}
+
+#[test]
+fn losses_that_change_what_runs_are_refused_by_default() {
+    // (what is lost, the request, the target): each would run something other than asked.
+    let mut stop_signal = v1_container(v1::LinuxContainerSecurityContext::default());
+    stop_signal.config.as_mut().unwrap().stop_signal = v1::Signal::Sigterm as i32;
+    let mut env = v1_container(v1::LinuxContainerSecurityContext::default());
+    env.config.as_mut().unwrap().envs = vec![v1::KeyValue { key: "BAD".into(), value: vec![0xff] }];
+    let mut handler = v1_pod(v1::NamespaceOption { pid: CONTAINER, ..Default::default() });
+    handler.runtime_handler = "kata".into();
+    let image = v1::ImageSpec { image: "busybox".into(), runtime_handler: "kata".into(), ..Default::default() };
+    let pull = v1::PullImageRequest { image: Some(image), ..Default::default() };
+    let policy = LossPolicy::default();
+    let refused = |rpc: &str, losses: Vec<Loss>, target: CriVersion, path: &str| {
+        assert_eq!(paths(&losses), [path], "{rpc}");
+        let refusal = policy.apply(Side::Request, rpc, target, losses).expect_err(rpc).to_string();
+        assert!(refusal.contains(path), "{rpc}: {refusal}");
+    };
+    let (_, l): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &stop_signal);
+    refused("CreateContainer", l, V1alpha2, "config.stop_signal");
+    let (_, l): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &env);
+    refused("CreateContainer", l, V1alpha2, "config.envs[0].value");
+    let (_, l): (v1alpha1::RunPodSandboxRequest, _) = convert("RunPodSandboxRequest", V1, V1alpha1, &handler);
+    refused("RunPodSandbox", l, V1alpha1, "runtime_handler");
+    let (_, l): (v1alpha2::PullImageRequest, _) = convert("PullImageRequest", V1, V1alpha2, &pull);
+    refused("PullImage", l, V1alpha2, "image.runtime_handler");
 }
 
 #[test]

@@ -106,6 +106,19 @@ pub const SECURITY_RELEVANT: &[SecurityField] = &[
     },
     SecurityField { field: "SecurityProfile.profile_type", why: "a profile type the target does not know" },
     SecurityField { field: "ContainerConfig.CDI_devices", why: "CDI devices would be silently not injected" },
+    SecurityField {
+        field: "RunPodSandboxRequest.runtime_handler",
+        why: "the RuntimeClass (gVisor, Kata): without it the pod runs under the default runtime",
+    },
+    SecurityField {
+        field: "ImageSpec.runtime_handler",
+        why: "the image would be pulled into, or looked up in, the default runtime's store",
+    },
+    SecurityField { field: "ContainerConfig.stop_signal", why: "the container would be stopped with another signal" },
+    SecurityField {
+        field: "KeyValue.value",
+        why: "a value the target cannot carry (non-UTF-8) would reach the container as an empty variable",
+    },
 ];
 
 /// Counts of dropped fields by action, since start.
