@@ -1,8 +1,10 @@
 //! The connection to the container runtime, and which CRI version it speaks (DESIGN principle 8).
 //!
-//! The version is probed with `Version` as v1, then v1alpha2, then v1alpha1 (`UNIMPLEMENTED`
-//! means "try the next"), and probed again after every reconnection, so a runtime restarted or
-//! upgraded underneath is picked up. A pinned version skips the probe.
+//! The version is probed as v1, then v1alpha2, then v1alpha1 (`UNIMPLEMENTED` means "try the
+//! next") with a call of the service the endpoint is used for — `RuntimeService/Version`, or
+//! `ImageService/ImageFsInfo` for a separate image endpoint, which may serve images only — and
+//! probed again after every reconnection, so a runtime restarted or upgraded underneath is picked
+//! up. A pinned version skips the probe.
 
 use crate::api::{v1, RpcInfo};
 use crate::error::Error;
@@ -25,9 +27,19 @@ pub struct Discovered {
     pub connection: u64,
 }
 
+/// What an endpoint is used for, which decides how its version is probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The runtime (and images, unless a separate image endpoint is configured).
+    Runtime,
+    /// A separate image endpoint (the kubelet's `--image-service-endpoint`).
+    Images,
+}
+
 pub struct Backend {
     /// As configured: `unix:///run/containerd/containerd.sock`.
     pub endpoint: String,
+    role: Role,
     client: CriClient,
     pinned: Option<CriVersion>,
     /// Incremented by the connector on every connection attempt.
@@ -38,7 +50,13 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(endpoint: String, socket: PathBuf, pinned: Option<CriVersion>, max_message_size: usize) -> Backend {
+    pub fn new(
+        endpoint: String,
+        role: Role,
+        socket: PathBuf,
+        pinned: Option<CriVersion>,
+        max_message_size: usize,
+    ) -> Backend {
         let connections = Arc::new(AtomicU64::new(0));
         let connected = Arc::new(Notify::new());
         let channel = {
@@ -50,6 +68,7 @@ impl Backend {
         };
         Backend {
             endpoint,
+            role,
             client: CriClient::new(channel, max_message_size),
             pinned,
             connections,
@@ -99,10 +118,14 @@ impl Backend {
         (!self.is_stale(found)).then_some(found)
     }
 
-    /// Asks `Version` in each version, newest first.
+    /// Asks in each version, newest first, with a call of the endpoint's role.
     pub async fn probe(&self) -> Result<CriVersion, Error> {
         for version in CriVersion::NEWEST_FIRST {
-            match self.call_version(version).await {
+            let answer = match self.role {
+                Role::Runtime => self.call_version(version).await.map(drop),
+                Role::Images => self.call_image_fs_info(version).await,
+            };
+            match answer {
                 Ok(_) => return Ok(version),
                 Err(status) if status.code() == Code::Unimplemented => continue,
                 Err(status) => {
@@ -125,6 +148,14 @@ impl Backend {
         let response = self.client.unary(rpc, request).await?;
         v1::VersionResponse::decode(response.into_inner())
             .map_err(|e| tonic::Status::internal(format!("invalid VersionResponse: {e}")))
+    }
+
+    /// Calls `ImageFsInfo` as `version`: every version's image service has it, and it is cheap.
+    async fn call_image_fs_info(&self, version: CriVersion) -> Result<(), tonic::Status> {
+        let info = version.schema().rpc("ImageService", "ImageFsInfo").expect("every CRI version has ImageFsInfo");
+        let mut request = Request::new(Bytes::new());
+        request.set_timeout(Duration::from_secs(5));
+        self.client.unary(Rpc { version, info }, request).await.map(drop)
     }
 
     /// Keeps the discovered version fresh: retries an unreachable runtime with backoff, and probes

@@ -1,7 +1,7 @@
 //! `cri-bridge probe SOCKET`: which CRI versions a runtime serves, and which kubelets can use it
 //! directly or through cri-bridge.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Role};
 use crate::error::Error;
 use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use std::fmt;
@@ -28,7 +28,13 @@ pub struct ProbeReport {
 /// Asks the runtime at `socket` for `Version` in every CRI version.
 pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
     let endpoint = format!("unix://{}", socket.display());
-    let backend = Backend::new(endpoint.clone(), socket.to_path_buf(), None, crate::config::DEFAULT_MAX_MESSAGE_SIZE);
+    let backend = Backend::new(
+        endpoint.clone(),
+        Role::Runtime,
+        socket.to_path_buf(),
+        None,
+        crate::config::DEFAULT_MAX_MESSAGE_SIZE,
+    );
     let mut report =
         ProbeReport { endpoint, served: Vec::new(), runtime_name: String::new(), runtime_version: String::new() };
     for version in CriVersion::NEWEST_FIRST {

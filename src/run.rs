@@ -1,7 +1,7 @@
 //! Starting and stopping the daemon: `run(config, shutdown)` wires the backend(s), the
 //! forwarder and the frontend socket, serves until `shutdown` completes, then drains and cleans up.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Role};
 use crate::config::{Config, Endpoint};
 use crate::convert::policy::LossPolicy;
 use crate::forward::Forwarder;
@@ -52,8 +52,8 @@ impl MemoryBackend {
     }
 }
 
-fn backend(endpoint: &Endpoint, socket: PathBuf, config: &Config) -> Arc<Backend> {
-    Arc::new(Backend::new(endpoint.to_string(), socket, config.backend_version, config.max_message_size))
+fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) -> Arc<Backend> {
+    Arc::new(Backend::new(endpoint.to_string(), role, socket, config.backend_version, config.max_message_size))
 }
 
 /// Runs the proxy until `shutdown` completes.
@@ -65,9 +65,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         }
         Endpoint::Unix(path) => (None, path.clone()),
     };
-    let runtime = backend(&config.backend, runtime_socket, &config);
+    let runtime = backend(&config.backend, Role::Runtime, runtime_socket, &config);
     let image = match &config.image_backend {
-        Some(endpoint @ Endpoint::Unix(path)) => backend(endpoint, path.clone(), &config),
+        Some(endpoint @ Endpoint::Unix(path)) => backend(endpoint, Role::Images, path.clone(), &config),
         _ => runtime.clone(),
     };
     let mut watchers = vec![tokio::spawn(runtime.clone().watch())];

@@ -552,6 +552,7 @@ async fn assert_direct_versions(ctd: &Containerd) -> String {
     let endpoint = format!("unix://{}", ctd.socket.display());
     let backend = cri_bridge::backend::Backend::new(
         endpoint,
+        cri_bridge::backend::Role::Runtime,
         ctd.socket.clone(),
         None,
         cri_bridge::config::DEFAULT_MAX_MESSAGE_SIZE,

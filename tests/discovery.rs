@@ -132,6 +132,58 @@ async fn a_separate_image_endpoint_is_discovered_on_its_own() {
     images.stop().await;
 }
 
+/// A CRI server with the image service only, as a separate image endpoint may be.
+struct ImagesOnly(std::sync::Arc<cri_bridge::memory::MemoryRuntime>);
+
+impl cri_bridge::grpc::Handler for ImagesOnly {
+    fn unary(
+        self: std::sync::Arc<Self>,
+        rpc: cri_bridge::grpc::Rpc,
+        request: tonic::Request<bytes::Bytes>,
+    ) -> futures_util::future::BoxFuture<'static, Result<tonic::Response<bytes::Bytes>, tonic::Status>> {
+        if rpc.info.service != "ImageService" {
+            return Box::pin(
+                async move { Err(tonic::Status::unimplemented(format!("unknown service {}", rpc.path()))) },
+            );
+        }
+        self.0.clone().unary(rpc, request)
+    }
+
+    fn server_streaming(
+        self: std::sync::Arc<Self>,
+        rpc: cri_bridge::grpc::Rpc,
+        request: tonic::Request<bytes::Bytes>,
+    ) -> futures_util::future::BoxFuture<'static, Result<tonic::Response<cri_bridge::grpc::ByteStream>, tonic::Status>>
+    {
+        self.0.clone().server_streaming(rpc, request)
+    }
+}
+
+#[tokio::test]
+async fn an_image_endpoint_that_serves_only_images_is_discovered() {
+    let dir = TempDir::new("images-only");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let memory = cri_bridge::memory::MemoryRuntime::new();
+    let server =
+        cri_bridge::grpc::CriServer::new(std::sync::Arc::new(ImagesOnly(memory.clone())), &[V1alpha2], 1 << 24);
+    let listener = tokio::net::UnixListener::bind(dir.path("images.sock")).unwrap();
+    let images = tokio::spawn(cri_bridge::grpc::serve(listener, server, std::future::pending()));
+    let mut config = config(&dir, &dir.path("runtime.sock"), None);
+    config.image_backend = Some(cri_bridge::config::Endpoint::Unix(dir.path("images.sock")));
+    let bridge = Bridge::start(config).await;
+    let mut image_client = v1::image_service_client::ImageServiceClient::new(channel(&bridge.socket));
+    let spec = v1::ImageSpec { image: "busybox:1".into(), ..Default::default() };
+    image_client.pull_image(v1::PullImageRequest { image: Some(spec), ..Default::default() }).await.unwrap();
+    let listed = image_client.list_images(v1::ListImagesRequest::default()).await.unwrap().into_inner();
+    let tags: Vec<&String> = listed.images.iter().flat_map(|i| &i.repo_tags).collect();
+    assert!(tags.iter().any(|t| t.ends_with("busybox:1")), "the pulled image is listed: {tags:?}");
+    assert!(memory.last_metadata("ListImages").is_some(), "the image-only server answered");
+    assert!(runtime.memory.last_metadata("ListImages").is_none());
+    bridge.stop().await;
+    runtime.stop().await;
+    images.abort();
+}
+
 #[tokio::test]
 async fn a_pinned_runtime_that_is_away_is_named_in_unavailable() {
     let dir = TempDir::new("pinned-away");
