@@ -103,7 +103,8 @@ impl Forwarder {
                     backend.forget();
                     retried = true;
                 }
-                Err(status) if crate::grpc::is_connect_error(&status) => {
+                // Not retried: a call already sent may have run.
+                Err(status) if crate::grpc::is_connect_error(&status) || crate::grpc::is_connection_lost(&status) => {
                     backend.forget();
                     let detail = status.message().to_string();
                     return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());

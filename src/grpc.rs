@@ -210,6 +210,12 @@ pub fn is_connect_error(status: &Status) -> bool {
     caused_by::<tonic::ConnectError>(status)
 }
 
+/// True when the connection to the server went away under the call (closed, or the call was
+/// cancelled with it, or the answer cut short): the server is gone, not answering an error.
+pub fn is_connection_lost(status: &Status) -> bool {
+    source_of::<hyper::Error>(status).is_some_and(|e| e.is_closed() || e.is_canceled() || e.is_incomplete_message())
+}
+
 /// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
 /// CANCELLED; the caller's deadline expired, which gRPC (and the kubelet) call DEADLINE_EXCEEDED.
 fn deadline_as_deadline(status: Status) -> Status {
@@ -221,14 +227,19 @@ fn deadline_as_deadline(status: Status) -> Status {
 
 /// True when an error of type `E` is somewhere in the status's chain of sources.
 fn caused_by<E: std::error::Error + 'static>(status: &Status) -> bool {
+    source_of::<E>(status).is_some()
+}
+
+/// The first error of type `E` in the status's chain of sources.
+fn source_of<E: std::error::Error + 'static>(status: &Status) -> Option<&E> {
     let mut source = std::error::Error::source(status);
     while let Some(error) = source {
-        if error.is::<E>() {
-            return true;
+        if let Some(found) = error.downcast_ref::<E>() {
+            return Some(found);
         }
         source = error.source();
     }
-    false
+    None
 }
 
 fn path_of(rpc: Rpc) -> Result<http::uri::PathAndQuery, Status> {

@@ -194,3 +194,27 @@ async fn a_pinned_runtime_that_is_away_is_named_in_unavailable() {
     assert!(status.message().contains(&runtime_socket.display().to_string()), "names the endpoint: {status:?}");
     bridge.stop().await;
 }
+
+#[tokio::test]
+async fn a_backend_connection_lost_mid_call_is_unavailable_naming_the_endpoint() {
+    // A "runtime" that accepts, reads the start of the call and hangs up.
+    let dir = TempDir::new("lost");
+    let socket = dir.path("runtime.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buf = [0u8; 256];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            drop(stream);
+        }
+    });
+    let bridge = Bridge::start(config(&dir, &socket, Some(V1))).await;
+    let status = V1Runtime::new(channel(&bridge.socket))
+        .list_pod_sandbox(v1::ListPodSandboxRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains(&socket.display().to_string()), "names the endpoint: {status:?}");
+    bridge.stop().await;
+}
