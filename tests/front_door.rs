@@ -428,3 +428,32 @@ async fn an_authority_named_through_the_dynamic_table_is_mended() {
         raw.call(&block, &[]).await.assert_ok(&format!("call {i}: authority named by dynamic index"));
     }
 }
+
+#[tokio::test]
+async fn a_block_passed_unchanged_still_updates_the_table_it_follows() {
+    // An empty :authority indexed by the client has no same-length valid form: that block goes as
+    // it came (its one stream is refused), but the entries after it must still be followed.
+    let pair = Pair::start("authority-unfixable", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let path = version_path(CriVersion::V1);
+    let head = |authority: Vec<u8>, after: Vec<u8>| {
+        let mut block = vec![0x83, 0x86];
+        block.extend(hpack_int(0x00, 4, 4));
+        block.extend(hpack_str(&path));
+        block.extend(authority);
+        block.extend(after);
+        block
+    };
+    let mut empty = vec![0x40];
+    empty.extend(hpack_str(":authority"));
+    empty.extend(hpack_str(""));
+    let mut after = vec![0x40];
+    after.extend(hpack_str("x-after"));
+    after.extend(hpack_str("v"));
+    let reply = raw.call(&head(empty, after), &[]).await;
+    assert!(reply.reset.is_some(), "an indexed empty authority is refused: {reply:?}");
+    // Newest first: x-after (62), then the empty :authority (63), named here for a new value.
+    let mut named = hpack_int(0x00, 4, 63);
+    named.extend(hpack_str("/run/cri.sock"));
+    raw.call(&head(named, hpack_int(0x80, 7, 62)), &[]).await.assert_ok("the table followed past the unchanged block");
+}

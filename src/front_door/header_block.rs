@@ -143,6 +143,9 @@ impl HeaderBlocks {
     pub fn mend(&mut self, block: &[u8], out: &mut Vec<u8>) -> Result<Mended, Malformed> {
         out.clear();
         let mut changed = false;
+        // An authority no same-length form can replace: the block then goes as it came, but is
+        // still read to its end, so that our copy of the table takes every entry the server will.
+        let mut unfixable = false;
         let mut seen = Seen::default();
         // Where a missing `:scheme` goes: after the size updates that open the block.
         let mut first_field = None;
@@ -210,7 +213,10 @@ impl HeaderBlocks {
                         out.resize(out.len() + value_length, b'x');
                         changed = true;
                     }
-                    (false, true) => return Ok(Mended::Unchanged),
+                    (false, true) => {
+                        unfixable = true;
+                        out.extend_from_slice(&rest[..used]);
+                    }
                 }
                 used
             };
@@ -226,7 +232,7 @@ impl HeaderBlocks {
             out.splice(at..at, scheme);
             changed = true;
         }
-        Ok(if changed { Mended::Rewritten } else { Mended::Unchanged })
+        Ok(if changed && !unfixable { Mended::Rewritten } else { Mended::Unchanged })
     }
 
     /// The name at a table index: static first, then dynamic, newest first.
@@ -301,7 +307,7 @@ fn integer(buf: &[u8], prefix: u32) -> Option<(usize, usize)> {
 }
 
 /// A string length as an HPACK integer with a 7-bit prefix and the Huffman bit clear.
-pub fn put_raw_length(mut length: usize, out: &mut Vec<u8>) {
+fn put_raw_length(mut length: usize, out: &mut Vec<u8>) {
     const PREFIX_MAX: usize = 0x7f;
     if length < PREFIX_MAX {
         out.push(length as u8);

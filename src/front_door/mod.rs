@@ -87,7 +87,7 @@ pub struct FrontDoor<S> {
     blocks: HeaderBlocks,
     /// A rewritten block, kept for the next: every request passes through here.
     encoded: Vec<u8>,
-    /// Authorities removed on this connection, logged once.
+    /// Whether a mended block was logged on this connection (once is enough).
     reported: bool,
 }
 
