@@ -42,9 +42,10 @@ fn main() {
             Err(e) => errors.extend(e),
         }
     }
+    let history = std::fs::read_to_string("proto/field-history.tsv").expect("read proto/field-history.tsv");
+    let tables = gen_tables::generate(&[&v1alpha1, &v1alpha2, &v1], &gen_tables::read_history(&history), &mut errors);
     if !errors.is_empty() {
-        panic!("conversion generation failed:\n  {}", errors.join("\n  "));
+        panic!("code generation failed:\n  {}", errors.join("\n  "));
     }
-    let tables = gen_tables::generate(&[&v1alpha1, &v1alpha2, &v1]);
     std::fs::write(out_dir.join("tables.rs"), tables).expect("write tables.rs");
 }

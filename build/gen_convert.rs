@@ -48,14 +48,36 @@ pub fn generate(old: &Schema, v1: &Schema) -> Result<String, Vec<String>> {
             continue;
         };
         for (dir, from, to) in [("to_v1", old_values, new_values), ("from_v1", new_values, old_values)] {
-            writeln!(out, "fn enum_{}_{}(value: i32) -> Option<i32> {{\n    match value {{", snake_ident(name), dir)
-                .unwrap();
+            // A value with no counterpart maps to the target's "unknown" value where it has one
+            // (an unknown container state must not read as CREATED), else keeps its number.
+            let fallback = to
+                .iter()
+                .find(|(n, _)| n.ends_with("UNKNOWN") || n.ends_with("NOTREADY"))
+                .map_or("value".to_string(), |(_, number)| number.to_string());
+            writeln!(
+                out,
+                "fn enum_{}_{}(value: i32) -> Result<i32, i32> {{\n    match value {{",
+                snake_ident(name),
+                dir
+            )
+            .unwrap();
             for (value_name, number) in from {
-                if let Some((_, target)) = to.iter().find(|(n, _)| n == value_name) {
-                    writeln!(out, "        {number} => Some({target}),").unwrap();
+                match to.iter().find(|(n, _)| n == value_name) {
+                    Some((_, target)) => writeln!(out, "        {number} => Ok({target}),").unwrap(),
+                    None => writeln!(out, "        {number} => Err({fallback}),").unwrap(),
                 }
             }
-            writeln!(out, "        _ => None,\n    }}\n}}\n").unwrap();
+            // A number the source does not name but the target does is the target's value: CRI
+            // never renumbered an enum value (an older peer passing on a newer peer's SCTP).
+            let target_only: Vec<String> = to
+                .iter()
+                .filter(|(n, number)| !from.iter().any(|(f, m)| f == n || m == number))
+                .map(|(_, number)| number.to_string())
+                .collect();
+            if !target_only.is_empty() {
+                writeln!(out, "        {} => Ok(value),", target_only.join(" | ")).unwrap();
+            }
+            writeln!(out, "        _ => Err({fallback}),\n    }}\n}}\n").unwrap();
         }
     }
 

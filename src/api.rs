@@ -27,6 +27,10 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "
 pub struct SchemaInfo {
     pub package: &'static str,
     pub messages: &'static [MessageInfo],
+    /// How many fields all messages have together: `FieldInfo::id` is below it.
+    pub field_count: usize,
+    /// Sorted by name.
+    pub enums: &'static [EnumInfo],
     pub rpcs: &'static [RpcInfo],
 }
 
@@ -39,10 +43,38 @@ pub struct MessageInfo {
 
 #[derive(Debug)]
 pub struct FieldInfo {
+    /// Unique within the schema, dense from 0: an index for per-field tables.
+    pub id: usize,
     pub number: u32,
     pub name: &'static str,
     /// Index in `SchemaInfo::messages` when the field holds a message (maps excluded).
     pub message: Option<usize>,
+    /// Index in `SchemaInfo::enums` when the field holds an enum.
+    pub enumeration: Option<usize>,
+    /// The Kubernetes minor whose schema of this version first has the field (`25` for 1.25).
+    pub since: u8,
+}
+
+#[derive(Debug)]
+pub struct EnumInfo {
+    /// `NamespaceMode`, `SecurityProfile.ProfileType`.
+    pub name: &'static str,
+    pub values: &'static [EnumValueInfo],
+}
+
+#[derive(Debug)]
+pub struct EnumValueInfo {
+    pub number: i32,
+    pub name: &'static str,
+    /// The Kubernetes minor whose schema of this version first has the value.
+    pub since: u8,
+}
+
+impl EnumInfo {
+    pub fn value(&self, number: i32) -> Option<&'static EnumValueInfo> {
+        let values: &'static [EnumValueInfo] = self.values;
+        values.iter().find(|v| v.number == number)
+    }
 }
 
 #[derive(Debug)]
@@ -58,6 +90,28 @@ pub struct RpcInfo {
 impl SchemaInfo {
     pub fn message_index(&self, name: &str) -> Option<usize> {
         self.messages.iter().position(|m| m.name == name)
+    }
+
+    /// The field `Message.field`.
+    pub fn field_by_name(&self, qualified: &str) -> Option<(&'static MessageInfo, &'static FieldInfo)> {
+        let (message, field) = qualified.rsplit_once('.')?;
+        let messages: &'static [MessageInfo] = self.messages;
+        let m = messages.iter().find(|m| m.name == message)?;
+        let fields: &'static [FieldInfo] = m.fields;
+        Some((m, fields.iter().find(|f| f.name == field)?))
+    }
+
+    /// Per message index: whether the message can appear inside some RPC's request.
+    pub fn request_messages(&self) -> Vec<bool> {
+        let mut reachable = vec![false; self.messages.len()];
+        let mut stack: Vec<usize> = self.rpcs.iter().filter_map(|r| self.message_index(r.request)).collect();
+        while let Some(index) = stack.pop() {
+            if std::mem::replace(&mut reachable[index], true) {
+                continue;
+            }
+            stack.extend(self.messages[index].fields.iter().filter_map(|f| f.message));
+        }
+        reachable
     }
 
     pub fn rpc(&self, service: &str, method: &str) -> Option<&'static RpcInfo> {

@@ -9,6 +9,7 @@
 use crate::api::{v1, RpcInfo};
 use crate::error::Error;
 use crate::grpc::{unix_channel, CriClient, Rpc};
+use crate::revision::{Block, Features, RuntimeProfile};
 use crate::version::CriVersion;
 use bytes::Bytes;
 use prost::Message;
@@ -20,11 +21,27 @@ use tokio::sync::{Mutex, Notify};
 use tonic::{Code, Request};
 
 /// A version as discovered on one connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Discovered {
     pub version: CriVersion,
-    /// The connection count when it was discovered; a newer connection means "probe again".
+    /// The connection count when the probe began; a newer connection means "probe again".
     pub connection: u64,
+    pub profile: Arc<Understanding>,
+}
+
+/// What the runtime understands, and the per-field table the request scan uses.
+#[derive(Debug)]
+pub struct Understanding {
+    pub runtime: RuntimeProfile,
+    /// Per field id of `runtime.version`'s schema: why the runtime would not act on it.
+    pub blocked: Vec<Option<Block>>,
+}
+
+impl Understanding {
+    pub fn new(runtime: RuntimeProfile) -> Understanding {
+        let blocked = runtime.blocked(runtime.version.schema());
+        Understanding { runtime, blocked }
+    }
 }
 
 /// What an endpoint is used for, which decides how its version is probed.
@@ -42,6 +59,8 @@ pub struct Backend {
     role: Role,
     client: CriClient,
     pinned: Option<CriVersion>,
+    /// `backend.revision`: overrides the revision table.
+    revision: Option<u8>,
     /// Incremented by the connector on every connection attempt.
     connections: Arc<AtomicU64>,
     connected: Arc<Notify>,
@@ -55,6 +74,7 @@ impl Backend {
         role: Role,
         socket: PathBuf,
         pinned: Option<CriVersion>,
+        revision: Option<u8>,
         max_message_size: usize,
     ) -> Backend {
         let connections = Arc::new(AtomicU64::new(0));
@@ -71,6 +91,7 @@ impl Backend {
             role,
             client: CriClient::new(channel, max_message_size),
             pinned,
+            revision,
             connections,
             connected,
             discovered: RwLock::new(None),
@@ -82,11 +103,9 @@ impl Backend {
         &self.client
     }
 
-    /// The version to speak now: pinned, cached for the current connection, or probed.
+    /// The version to speak now, and what the runtime understands: cached for the current
+    /// connection, or probed (a pinned version skips the version probe, not the profile).
     pub async fn version(&self) -> Result<Discovered, Error> {
-        if let Some(version) = self.pinned {
-            return Ok(Discovered { version, connection: self.connections.load(Ordering::SeqCst) });
-        }
         if let Some(found) = self.current() {
             return Ok(found);
         }
@@ -94,18 +113,24 @@ impl Backend {
         if let Some(found) = self.current() {
             return Ok(found);
         }
-        let version = self.probe().await?;
-        let found = Discovered { version, connection: self.connections.load(Ordering::SeqCst) };
-        let previous = self.discovered.write().unwrap_or_else(|e| e.into_inner()).replace(found);
-        if previous.map(|p| p.version) != Some(version) {
-            tracing::info!(endpoint = %self.endpoint, %version, "container runtime speaks CRI {version}");
+        // Read before the probe: a reconnection during it makes the result stale at once.
+        let connection = self.connections.load(Ordering::SeqCst);
+        let (version, profile) = self.probe().await?;
+        let found = Discovered { version, connection, profile: Arc::new(Understanding::new(profile)) };
+        let previous = self.discovered.write().unwrap_or_else(|e| e.into_inner()).replace(found.clone());
+        if previous.map(|p| p.profile.runtime.clone()).as_ref() != Some(&found.profile.runtime) {
+            let runtime = &found.profile.runtime;
+            tracing::info!(endpoint = %self.endpoint, %version, minor = runtime.minor, "container runtime speaks {runtime}");
+            if runtime.source == crate::revision::Source::Assumed {
+                tracing::warn!(endpoint = %self.endpoint, "{runtime}");
+            }
         }
         Ok(found)
     }
 
     /// True when the connection has changed since `found` was discovered.
-    pub fn is_stale(&self, found: Discovered) -> bool {
-        self.pinned.is_none() && self.connections.load(Ordering::SeqCst) != found.connection
+    pub fn is_stale(&self, found: &Discovered) -> bool {
+        self.connections.load(Ordering::SeqCst) != found.connection
     }
 
     /// Forgets the discovered version: the next call probes again.
@@ -114,29 +139,67 @@ impl Backend {
     }
 
     fn current(&self) -> Option<Discovered> {
-        let found = (*self.discovered.read().unwrap_or_else(|e| e.into_inner()))?;
-        (!self.is_stale(found)).then_some(found)
+        let found = self.discovered.read().unwrap_or_else(|e| e.into_inner()).clone()?;
+        (!self.is_stale(&found)).then_some(found)
     }
 
-    /// Asks in each version, newest first, with a call of the endpoint's role.
-    pub async fn probe(&self) -> Result<CriVersion, Error> {
-        for version in CriVersion::NEWEST_FIRST {
+    /// Finds the version (asking in each, newest first, with a call of the endpoint's role,
+    /// unless pinned) and what the runtime understands.
+    pub async fn probe(&self) -> Result<(CriVersion, RuntimeProfile), Error> {
+        let unreachable = |status: tonic::Status| Error::Unreachable {
+            endpoint: self.endpoint.clone(),
+            detail: status.message().to_string(),
+        };
+        let candidates = match self.pinned {
+            Some(version) => vec![version],
+            None => CriVersion::NEWEST_FIRST.to_vec(),
+        };
+        for version in candidates {
             let answer = match self.role {
-                Role::Runtime => self.call_version(version).await.map(drop),
-                Role::Images => self.call_image_fs_info(version).await,
+                Role::Runtime => self.call_version(version).await.map(Some),
+                Role::Images => self.call_image_fs_info(version).await.map(|()| None),
             };
-            match answer {
-                Ok(_) => return Ok(version),
-                Err(status) if status.code() == Code::Unimplemented => continue,
-                Err(status) => {
-                    return Err(Error::Unreachable {
-                        endpoint: self.endpoint.clone(),
-                        detail: status.message().to_string(),
-                    })
-                }
+            let version_answer = match answer {
+                Ok(answer) => answer,
+                Err(status) if status.code() == Code::Unimplemented && self.pinned.is_none() => continue,
+                Err(status) if status.code() == Code::Unimplemented => None,
+                Err(status) => return Err(unreachable(status)),
+            };
+            // An image-only endpoint may not serve RuntimeService: then nothing is known of it.
+            let version_answer = match version_answer {
+                Some(answer) => Some(answer),
+                None => self.call_version(version).await.ok(),
+            };
+            let mut profile = match &version_answer {
+                Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, self.revision),
+                None => RuntimeProfile::unknown(version, self.revision),
+            };
+            if profile.reports_features() {
+                profile.features = Some(self.features().await);
             }
+            return Ok((version, profile));
         }
         Err(Error::NoCri { endpoint: self.endpoint.clone() })
+    }
+
+    /// The features the runtime reports in `Status`; none when it cannot be read (fail closed).
+    pub async fn features(&self) -> Features {
+        let info = CriVersion::V1.schema().rpc("RuntimeService", "Status").expect("v1 has Status");
+        let mut request = Request::new(Bytes::new());
+        request.set_timeout(Duration::from_secs(5));
+        match self.client.unary(Rpc { version: CriVersion::V1, info }, request).await {
+            Ok(answer) => match v1::StatusResponse::decode(answer.into_inner()) {
+                Ok(status) => Features::from_status(&status),
+                Err(error) => {
+                    tracing::warn!(endpoint = %self.endpoint, %error, "invalid StatusResponse: taking no feature as reported");
+                    Features::default()
+                }
+            },
+            Err(status) => {
+                tracing::warn!(endpoint = %self.endpoint, message = status.message(), "Status failed: taking no feature as reported");
+                Features::default()
+            }
+        }
     }
 
     /// Calls `Version` as `version`; the answer decodes the same in every version.
@@ -161,9 +224,6 @@ impl Backend {
     /// Keeps the discovered version fresh: retries an unreachable runtime with backoff, and probes
     /// again whenever a new connection is made. Runs until the task is dropped.
     pub async fn watch(self: Arc<Self>) {
-        if self.pinned.is_some() {
-            return;
-        }
         let mut backoff = Duration::from_millis(100);
         let mut reported = false;
         loop {

@@ -56,6 +56,8 @@ struct BackendFile {
     endpoint: Option<String>,
     image_endpoint: Option<String>,
     version: Option<String>,
+    revision: Option<String>,
+    image_revision: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +117,11 @@ pub struct Config {
     pub image_backend: Option<Endpoint>,
     /// `None`: discover (`auto`).
     pub backend_version: Option<CriVersion>,
+    /// `backend.revision`: the Kubernetes minor whose CRI schema the runtime decodes (`None`:
+    /// from the runtime's `Version` answer and the revision table).
+    pub backend_revision: Option<u8>,
+    /// `backend.image_revision`: the same for a separate image endpoint.
+    pub image_revision: Option<u8>,
     pub max_message_size: usize,
     pub loss_policy: HashMap<String, Action>,
     pub log_level: String,
@@ -131,6 +138,8 @@ impl Default for Config {
             backend: Endpoint::Memory,
             image_backend: None,
             backend_version: None,
+            backend_revision: None,
+            image_revision: None,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             loss_policy: HashMap::new(),
             log_level: "info".to_string(),
@@ -193,6 +202,9 @@ impl Config {
         if let Some(version) = file.backend.version {
             config.backend_version = parse_backend_version("backend.version", &version)?;
         }
+        config.backend_revision = file.backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
+        config.image_revision =
+            file.backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
         if let Some(size) = file.max_message_size {
             config.max_message_size = size;
         }
@@ -273,6 +285,12 @@ impl Config {
             .map_err(|e| invalid("log.level", format!("{:?}: {e}", self.log_level)))?;
         Ok(())
     }
+}
+
+fn parse_revision(key: &'static str, text: &str) -> Result<u8, ConfigError> {
+    crate::revision::parse_minor(text).ok_or_else(|| {
+        invalid(key, format!("{text:?} is not a Kubernetes minor like \"1.25\" (the CRI revision the runtime decodes)"))
+    })
 }
 
 fn parse_backend_version(key: &'static str, text: &str) -> Result<Option<CriVersion>, ConfigError> {

@@ -6,9 +6,11 @@
 //! match), apply the loss policy, call with the caller's metadata and deadline, and convert the
 //! answer back. The backend's status comes back unchanged.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Discovered};
+use crate::convert::classes::{class_of_unknown, Class};
 use crate::convert::policy::{LossPolicy, Side};
-use crate::convert::{unknown, Cx, Route};
+use crate::convert::scan::{self, Limits};
+use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::{ByteStream, Handler, Rpc};
 use crate::version::CriVersion;
@@ -29,6 +31,12 @@ struct Plan {
     response: Route,
     /// The request message in the frontend schema, for the unknown-field scan.
     request_index: usize,
+    /// The request message in the backend schema, for the scan of what the runtime receives.
+    backend_request_index: usize,
+    /// Whether a passthrough request is scanned: its message tree has a field or enum value
+    /// newer than the version's first revision, or a message where an unknown number matters.
+    /// The others (Version, Status, the status reads) pass unscanned.
+    scan_passthrough: bool,
 }
 
 type PlanKey = (CriVersion, CriVersion, &'static str, &'static str);
@@ -58,7 +66,17 @@ impl Forwarder {
                         None => (Route::identity(), Route::identity()),
                     };
                     let request_index = schema.message_index(info.request).expect("request message in schema");
-                    let plan = Plan { backend: target, request, response, request_index };
+                    let backend_schema = backend.schema();
+                    let backend_request_index = backend_schema.message_index(info.request).unwrap_or(request_index);
+                    let scan_passthrough = target.is_some() && needs_scan(backend, backend_request_index);
+                    let plan = Plan {
+                        backend: target,
+                        request,
+                        response,
+                        request_index,
+                        backend_request_index,
+                        scan_passthrough,
+                    };
                     plans.insert((frontend, backend, info.service, info.method), Arc::new(plan));
                 }
             }
@@ -86,20 +104,35 @@ impl Forwarder {
         rpc: Rpc,
         request: Request<Bytes>,
         send: impl AsyncFn(&Backend, Rpc, Request<Bytes>) -> Result<Response<T>, Status>,
-    ) -> Result<(Response<T>, Arc<Plan>, CriVersion), Status> {
+    ) -> Result<(Response<T>, Arc<Plan>, Discovered), Status> {
         let backend = self.backend_for(rpc);
         let (metadata, _, body) = request.into_parts();
+        // The caller's deadline, from the moment its call arrived: time spent here (probing,
+        // converting, a retry) is taken from what the runtime is given.
+        let deadline = crate::grpc::timeout_of(&metadata).map(|t| tokio::time::Instant::now() + t);
         let mut retried = false;
         loop {
-            let found = backend.version().await?;
+            let found = match deadline {
+                Some(deadline) => {
+                    tokio::time::timeout_at(deadline, backend.version()).await.map_err(|_| expired())??
+                }
+                None => backend.version().await?,
+            };
             let plan = self.plan(rpc, found.version);
             let target =
                 plan.backend.ok_or_else(|| Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version })?;
-            let converted = self.convert_request(rpc, &plan, found.version, &body)?;
-            let outgoing = Request::from_parts(forwardable(&metadata), Extensions::new(), converted);
+            let converted = self.convert_request(rpc, &plan, &found, &body)?;
+            let mut outgoing = Request::from_parts(forwardable(&metadata), Extensions::new(), converted);
+            if let Some(deadline) = deadline {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if remaining.is_zero() {
+                    return Err(expired());
+                }
+                outgoing.set_timeout(remaining);
+            }
             match send(backend, target, outgoing).await {
-                Ok(response) => return Ok((response, plan, found.version)),
-                Err(status) if status.code() == Code::Unimplemented && !retried && backend.is_stale(found) => {
+                Ok(response) => return Ok((response, plan, found)),
+                Err(status) if status.code() == Code::Unimplemented && !retried && backend.is_stale(&found) => {
                     backend.forget();
                     retried = true;
                 }
@@ -119,28 +152,54 @@ impl Forwarder {
         }
     }
 
-    fn convert_request(&self, rpc: Rpc, plan: &Plan, backend: CriVersion, body: &Bytes) -> Result<Bytes, Error> {
-        if plan.request.is_identity() {
-            return Ok(body.clone());
-        }
+    /// Converts the request for the runtime (or passes its bytes), and judges every field the
+    /// runtime would not see: unknown to cri-bridge's schema, lost by the conversion, or beyond
+    /// what the runtime's revision and features act on.
+    fn convert_request(&self, rpc: Rpc, plan: &Plan, found: &Discovered, body: &Bytes) -> Result<Bytes, Error> {
         let bad = |detail: String| Error::BadRequest {
             rpc: rpc.name(),
             version: rpc.version,
             message: rpc.info.request,
             detail,
         };
+        let profile = &found.profile;
+        let runtime = Limits {
+            // A runtime newer than cri-bridge's schema may know what cri-bridge does not.
+            unknown: !profile.runtime.is_newer_than_schema(),
+            blocked: Some(&profile.blocked),
+            minor: profile.runtime.minor,
+        };
+        let backend_schema = found.version.schema();
         let mut losses = Vec::new();
-        unknown::scan(rpc.version.schema(), plan.request_index, body, &mut losses).map_err(|e| bad(e.to_string()))?;
-        let mut cx = Cx::new();
-        let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
-        losses.extend(cx.into_losses());
+        let converted = if plan.request.is_identity() {
+            if !plan.scan_passthrough {
+                return Ok(body.clone());
+            }
+            scan::scan(backend_schema, plan.backend_request_index, body, runtime, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            body.clone()
+        } else {
+            scan::scan(rpc.version.schema(), plan.request_index, body, Limits::UNKNOWN_ONLY, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            let mut cx = Cx::new();
+            let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            losses.extend(cx.into_losses());
+            let after = Limits { unknown: false, ..runtime };
+            scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            converted.into()
+        };
         if !losses.is_empty() {
-            self.policy.apply(Side::Request, &rpc.name(), backend, losses)?;
+            self.policy.apply(Side::Request, &rpc.name(), &profile.runtime, losses)?;
         }
-        Ok(converted.into())
+        Ok(converted)
     }
 
-    fn convert_response(&self, rpc: Rpc, plan: &Plan, backend: CriVersion, body: Bytes) -> Result<Bytes, Error> {
+    fn convert_response(&self, rpc: Rpc, plan: &Plan, found: &Discovered, body: Bytes) -> Result<Bytes, Error> {
+        let backend = found.version;
+        if rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE {
+            return self.convert_old_event(rpc, plan, found, body);
+        }
         if plan.response.is_identity() {
             return Ok(body);
         }
@@ -160,6 +219,60 @@ impl Forwarder {
     }
 }
 
+/// From this revision `ContainerEventResponse` #4 is a `PodSandboxStatus`; before (1.25) it was
+/// a `PodSandboxMetadata`, which does not decode as one.
+const EVENT_STATUS_SINCE: u8 = 26;
+
+impl Forwarder {
+    /// An event from a 1.25-revision runtime: its #4 (`pod_sandbox_metadata`) is left out, and
+    /// counted, rather than handed on as a `PodSandboxStatus` it is not (with no state, it would
+    /// read as SANDBOX_READY).
+    fn convert_old_event(&self, rpc: Rpc, plan: &Plan, found: &Discovered, body: Bytes) -> Result<Bytes, Error> {
+        let bad = |detail: String| Error::BadResponse {
+            rpc: rpc.name(),
+            version: found.version,
+            message: rpc.info.response,
+            detail,
+        };
+        let (kept, dropped) = scan::without_field(&body, 4).map_err(|e| bad(e.to_string()))?;
+        self.policy.count_response_losses(usize::from(dropped));
+        let mut cx = Cx::counting();
+        let converted = plan.response.run(&kept, &mut cx).map_err(|e| bad(e.to_string()))?;
+        self.policy.count_response_losses(cx.loss_count());
+        Ok(converted.into())
+    }
+}
+
+/// Whether a request message tree needs the scan on passthrough (see `Plan::scan_passthrough`).
+fn needs_scan(version: CriVersion, root: usize) -> bool {
+    let schema = version.schema();
+    let first = crate::revision::oldest(version);
+    let mut seen = vec![false; schema.messages.len()];
+    let mut stack = vec![root];
+    while let Some(index) = stack.pop() {
+        if std::mem::replace(&mut seen[index], true) {
+            continue;
+        }
+        let message = &schema.messages[index];
+        if class_of_unknown(message.name) != Class::Advisory {
+            return true;
+        }
+        for field in message.fields {
+            let newer_value = field.enumeration.is_some_and(|e| schema.enums[e].values.iter().any(|v| v.since > first));
+            if field.since > first || newer_value {
+                return true;
+            }
+            stack.extend(field.message);
+        }
+    }
+    false
+}
+
+/// The deadline passed while cri-bridge held the call (probing a runtime that is slow to answer).
+fn expired() -> Status {
+    Status::deadline_exceeded("deadline exceeded before the call reached the container runtime")
+}
+
 /// `Version.runtime_api_version` names the version the caller speaks, not the backend's.
 /// (`VersionResponse` has the same fields in every version.)
 fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, prost::DecodeError> {
@@ -169,11 +282,21 @@ fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, pros
 }
 
 /// The caller's metadata minus what describes the caller's own HTTP/2 request (its body's
-/// `content-length` among them: a converted body has another length); `grpc-timeout` (the
-/// deadline) and everything else (`traceparent`, …) passes on unchanged.
+/// `content-length` among them: a converted body has another length) and the deadline (sent as
+/// the time left); everything else (`traceparent`, …) passes on unchanged.
 fn forwardable(metadata: &MetadataMap) -> MetadataMap {
     let mut headers = metadata.clone().into_headers();
-    for hop in ["te", "content-type", "content-length", "user-agent", "host", "grpc-accept-encoding", "grpc-encoding"] {
+    for hop in [
+        "te",
+        "content-type",
+        "content-length",
+        "user-agent",
+        "host",
+        "grpc-accept-encoding",
+        "grpc-encoding",
+        // Set again from the caller's remaining time.
+        "grpc-timeout",
+    ] {
         headers.remove(hop);
     }
     MetadataMap::from_headers(headers)
@@ -198,11 +321,11 @@ impl Handler for Forwarder {
     ) -> BoxFuture<'static, Result<Response<Bytes>, Status>> {
         Box::pin(async move {
             let answer = async {
-                let (response, plan, backend) = self
+                let (response, plan, found) = self
                     .call(rpc, request, async |b: &Backend, target, req| b.client().unary(target, req).await)
                     .await?;
                 let (metadata, body, _) = response.into_parts();
-                let body = self.convert_response(rpc, &plan, backend, body)?;
+                let body = self.convert_response(rpc, &plan, &found, body)?;
                 Ok(Response::from_parts(metadata, body, Extensions::new()))
             }
             .await;
@@ -221,14 +344,14 @@ impl Handler for Forwarder {
                 .call(rpc, request, async |b: &Backend, target, req| b.client().server_streaming(target, req).await)
                 .await;
             log_answer(rpc, &called);
-            let (response, plan, backend) = called?;
+            let (response, plan, found) = called?;
             let (metadata, stream, _) = response.into_parts();
             // Dropping this stream (the caller went away) drops the backend's: the cancellation
             // reaches the runtime as a reset of its stream.
             let this = self.clone();
             let converted = stream.map(move |item| {
                 let bytes = item?;
-                this.convert_response(rpc, &plan, backend, bytes).map_err(Status::from)
+                this.convert_response(rpc, &plan, &found, bytes).map_err(Status::from)
             });
             Ok(Response::from_parts(metadata, converted.boxed(), Extensions::new()))
         })

@@ -216,6 +216,26 @@ pub fn is_connection_lost(status: &Status) -> bool {
     source_of::<hyper::Error>(status).is_some_and(|e| e.is_closed() || e.is_canceled() || e.is_incomplete_message())
 }
 
+/// The caller's `grpc-timeout` (`<up to 8 digits><H|M|S|m|u|n>`); `None` when absent or invalid.
+pub fn timeout_of(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
+    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    let value: u64 = digits.parse().ok()?;
+    use std::time::Duration;
+    Some(match unit {
+        "H" => Duration::from_secs(value * 3600),
+        "M" => Duration::from_secs(value * 60),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
+}
+
 /// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
 /// CANCELLED; the caller's deadline expired, which gRPC (and the kubelet) call DEADLINE_EXCEEDED.
 fn deadline_as_deadline(status: Status) -> Status {

@@ -7,12 +7,15 @@
 //!   schema as a static table.
 //! - [`version`]: the `CriVersion` enum.
 //! - [`convert`]: generated field-by-field conversions with v1 as the hub, the hand-written
-//!   exceptions, loss reports, the loss policy and the unknown-field scan.
+//!   exceptions, the classification of lossable fields, loss reports, the loss policy and the
+//!   wire scan (unknown fields, fields beyond the runtime's revision).
 //! - [`grpc`]: gRPC at the byte level: the raw codec, a server routing every CRI path of the
 //!   enabled versions to one handler, a unix-socket client.
 //! - [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
 //!   them (any `:authority`, as grpc-go servers accept).
 //! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
+//! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
+//!   the features it reports.
 //! - [`forward`]: the one forwarding path: passthrough or convert, unary and streaming.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
 //! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
@@ -34,6 +37,7 @@ pub mod frontend;
 pub mod grpc;
 pub mod memory;
 pub mod probe;
+pub mod revision;
 pub mod run;
 pub mod version;
 

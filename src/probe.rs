@@ -2,7 +2,9 @@
 //! directly or through cri-bridge.
 
 use crate::backend::{Backend, Role};
+use crate::convert::classes::{Class, FIELDS};
 use crate::error::Error;
+use crate::revision::RuntimeProfile;
 use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use std::fmt;
 use std::path::Path;
@@ -23,6 +25,8 @@ pub struct ProbeReport {
     pub served: Vec<CriVersion>,
     pub runtime_name: String,
     pub runtime_version: String,
+    /// What the runtime understands in each served version, newest first.
+    pub profiles: Vec<RuntimeProfile>,
 }
 
 /// Asks the runtime at `socket` for `Version` in every CRI version.
@@ -33,14 +37,26 @@ pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
         Role::Runtime,
         socket.to_path_buf(),
         None,
+        None,
         crate::config::DEFAULT_MAX_MESSAGE_SIZE,
     );
-    let mut report =
-        ProbeReport { endpoint, served: Vec::new(), runtime_name: String::new(), runtime_version: String::new() };
+    let mut report = ProbeReport {
+        endpoint,
+        served: Vec::new(),
+        runtime_name: String::new(),
+        runtime_version: String::new(),
+        profiles: Vec::new(),
+    };
     for version in CriVersion::NEWEST_FIRST {
         match backend.call_version(version).await {
             Ok(answer) => {
                 report.served.push(version);
+                let mut profile =
+                    RuntimeProfile::from_version(version, &answer.runtime_name, &answer.runtime_version, None);
+                if profile.reports_features() {
+                    profile.features = Some(backend.features().await);
+                }
+                report.profiles.push(profile);
                 report.runtime_name = answer.runtime_name;
                 report.runtime_version = answer.runtime_version;
             }
@@ -56,12 +72,51 @@ pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
     Ok(report)
 }
 
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 impl fmt::Display for ProbeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "runtime:  {} {} at {}", self.runtime_name, self.runtime_version, self.endpoint)?;
         for version in CriVersion::NEWEST_FIRST {
             let served = if self.served.contains(&version) { "served" } else { "not served" };
             writeln!(f, "CRI {version:<9} {served}")?;
+        }
+        for profile in &self.profiles {
+            writeln!(f, "CRI {}: {profile}", profile.version)?;
+            match &profile.features {
+                Some(features) => writeln!(
+                    f,
+                    "  features reported: user namespaces {}, recursive read-only mounts {}, supplemental groups policy {}",
+                    yes(features.user_namespaces),
+                    yes(features.recursive_read_only_mounts),
+                    yes(features.supplemental_groups_policy)
+                )?,
+                None => writeln!(f, "  features reported: none (the revision predates the report)")?,
+            }
+            let schema = profile.version.schema();
+            let blocked = profile.blocked(schema);
+            let refused: Vec<String> = FIELDS
+                .iter()
+                .filter(|c| c.class != Class::Advisory)
+                .filter_map(|c| {
+                    let (_, field) = schema.field_by_name(c.field)?;
+                    Some(format!("    {} ({}): {}", c.field, c.class, blocked[field.id]?))
+                })
+                .collect();
+            if refused.is_empty() {
+                writeln!(f, "  refused when set: nothing (it acts on every classified field)")?;
+            } else {
+                writeln!(f, "  refused when set (the runtime would not act on them):")?;
+                for line in refused {
+                    writeln!(f, "{line}")?;
+                }
+            }
         }
         writeln!(f, "kubelet compatibility:")?;
         for (kubelets, speaks) in KUBELETS {

@@ -53,7 +53,18 @@ impl MemoryBackend {
 }
 
 fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) -> Arc<Backend> {
-    Arc::new(Backend::new(endpoint.to_string(), role, socket, config.backend_version, config.max_message_size))
+    let revision = match role {
+        Role::Runtime => config.backend_revision,
+        Role::Images => config.image_revision,
+    };
+    Arc::new(Backend::new(
+        endpoint.to_string(),
+        role,
+        socket,
+        config.backend_version,
+        revision,
+        config.max_message_size,
+    ))
 }
 
 /// Runs the proxy until `shutdown` completes.

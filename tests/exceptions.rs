@@ -3,7 +3,8 @@
 
 use cri_bridge::api::{v1, v1alpha1, v1alpha2};
 use cri_bridge::convert::policy::{Action, LossPolicy, Side};
-use cri_bridge::convert::{unknown, Cx, Loss, LossReason, Route};
+use cri_bridge::convert::scan::{self, Limits};
+use cri_bridge::convert::{Cx, Loss, LossReason, Route};
 use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use prost::Message;
 use std::collections::HashMap;
@@ -124,7 +125,7 @@ fn namespace_modes_without_a_v1alpha1_form_are_losses_never_a_silent_false() {
         let expect: Vec<String> =
             lost.iter().map(|f| format!("config.linux.security_context.namespace_options.{f}")).collect();
         assert_eq!(paths(&losses), expect, "{ns:?}");
-        let refusal = LossPolicy::default().apply(Side::Request, "RunPodSandbox", V1alpha1, losses).unwrap_err();
+        let refusal = LossPolicy::default().apply(Side::Request, "RunPodSandbox", &V1alpha1, losses).unwrap_err();
         assert!(refusal.to_string().contains("namespace_options"), "{refusal}");
     }
 }
@@ -229,7 +230,7 @@ fn supplemental_groups_policy_strict_bound_for_v1alpha2_is_refused() {
     let (_, losses): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &req);
     assert_eq!(paths(&losses), ["config.linux.security_context.supplemental_groups_policy"]);
     assert_eq!(losses[0].field, "LinuxContainerSecurityContext.supplemental_groups_policy");
-    let refusal = LossPolicy::default().apply(Side::Request, "CreateContainer", V1alpha2, losses.clone()).unwrap_err();
+    let refusal = LossPolicy::default().apply(Side::Request, "CreateContainer", &V1alpha2, losses.clone()).unwrap_err();
     let message = refusal.to_string();
     for part in ["CreateContainer", "v1alpha2", "config.linux.security_context.supplemental_groups_policy"] {
         assert!(message.contains(part), "{message:?} lacks {part}");
@@ -241,7 +242,7 @@ fn supplemental_groups_policy_strict_bound_for_v1alpha2_is_refused() {
         "config.linux.security_context.supplemental_groups_policy",
     ] {
         let policy = LossPolicy::new(HashMap::from([(key.to_string(), Action::Warn)]));
-        policy.apply(Side::Request, "CreateContainer", V1alpha2, losses.clone()).unwrap();
+        policy.apply(Side::Request, "CreateContainer", &V1alpha2, losses.clone()).unwrap();
         assert_eq!(policy.counters.warned.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }
@@ -259,7 +260,7 @@ fn other_request_losses_warn_and_response_losses_are_allowed() {
     assert_eq!(paths(&losses), ["image.user_specified_image"]);
     let policy = LossPolicy::default();
     assert_eq!(policy.action(Side::Request, &losses[0]), Action::Warn);
-    policy.apply(Side::Request, "PullImage", V1alpha2, losses).unwrap();
+    policy.apply(Side::Request, "PullImage", &V1alpha2, losses).unwrap();
 
     // A v1 runtime's ImageFsInfo answer for a v1alpha1 client: the mountpoint has no UUID form.
     let resp = v1::ImageFsInfoResponse {
@@ -292,7 +293,7 @@ fn losses_that_change_what_runs_are_refused_by_default() {
     let policy = LossPolicy::default();
     let refused = |rpc: &str, losses: Vec<Loss>, target: CriVersion, path: &str| {
         assert_eq!(paths(&losses), [path], "{rpc}");
-        let refusal = policy.apply(Side::Request, rpc, target, losses).expect_err(rpc).to_string();
+        let refusal = policy.apply(Side::Request, rpc, &target, losses).expect_err(rpc).to_string();
         assert!(refusal.contains(path), "{rpc}: {refusal}");
     };
     let (_, l): (v1alpha2::CreateContainerRequest, _) = convert("CreateContainerRequest", V1, V1alpha2, &stop_signal);
@@ -330,9 +331,26 @@ fn an_unknown_field_number_in_a_request_is_reported() {
     prost::encoding::encode_varint(1, &mut bytes);
     let schema = V1.schema();
     let mut losses = Vec::new();
-    unknown::scan(schema, schema.message_index("CreateContainerRequest").unwrap(), &bytes, &mut losses).unwrap();
+    scan::scan(
+        schema,
+        schema.message_index("CreateContainerRequest").unwrap(),
+        &bytes,
+        Limits::UNKNOWN_ONLY,
+        &mut losses,
+    )
+    .unwrap();
     assert_eq!(paths(&losses), ["#99"]);
     assert_eq!(losses[0].field, "CreateContainerRequest.#99");
+    // What a new field of CreateContainer means cannot be judged: refused.
+    assert_eq!(LossPolicy::default().action(Side::Request, &losses[0]), Action::Reject);
+    // In a read-only request an unknown field can only ask for more detail: warned about.
+    let mut status = v1::ContainerStatusRequest { container_id: "c".into(), verbose: true }.encode_to_vec();
+    prost::encoding::encode_varint(9 << 3, &mut status);
+    prost::encoding::encode_varint(1, &mut status);
+    let mut losses = Vec::new();
+    let index = schema.message_index("ContainerStatusRequest").unwrap();
+    scan::scan(schema, index, &status, Limits::UNKNOWN_ONLY, &mut losses).unwrap();
+    assert_eq!(paths(&losses), ["#9"]);
     assert_eq!(LossPolicy::default().action(Side::Request, &losses[0]), Action::Warn);
 
     // Nested: an unknown field inside config.linux.security_context.
@@ -350,14 +368,22 @@ fn an_unknown_field_number_in_a_request_is_reported() {
     let mut req = Vec::new();
     prost::encoding::bytes::encode(2, &config, &mut req); // CreateContainerRequest.config = 2
     let mut losses = Vec::new();
-    unknown::scan(schema, schema.message_index("CreateContainerRequest").unwrap(), &req, &mut losses).unwrap();
+    scan::scan(
+        schema,
+        schema.message_index("CreateContainerRequest").unwrap(),
+        &req,
+        Limits::UNKNOWN_ONLY,
+        &mut losses,
+    )
+    .unwrap();
     assert_eq!(paths(&losses), ["config.linux.security_context.#120"]);
 
     // Truncated bytes are an error, not a panic.
-    let err = unknown::scan(
+    let err = scan::scan(
         schema,
         schema.message_index("CreateContainerRequest").unwrap(),
         &req[..req.len() - 1],
+        Limits::UNKNOWN_ONLY,
         &mut Vec::new(),
     );
     assert!(err.is_err());

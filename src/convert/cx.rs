@@ -74,22 +74,23 @@ impl Cx {
         out
     }
 
-    /// Converts an enum value by name; a value with no counterpart is a loss (and becomes 0).
+    /// Converts an enum value by name; a value with no counterpart is a loss, and becomes the
+    /// target's UNKNOWN / NOTREADY value (or keeps its number): never another valid state.
     #[inline]
-    pub fn enum_value(&mut self, field: &'static str, value: i32, map: fn(i32) -> Option<i32>) -> i32 {
-        map(value).unwrap_or_else(|| {
+    pub fn enum_value(&mut self, field: &'static str, value: i32, map: fn(i32) -> Result<i32, i32>) -> i32 {
+        map(value).unwrap_or_else(|fallback| {
             self.lost(field, LossReason::EnumValue(value));
-            0
+            fallback
         })
     }
 
     /// Converts a repeated enum field; values with no counterpart are losses and are left out.
-    pub fn enum_values(&mut self, field: &'static str, values: Vec<i32>, map: fn(i32) -> Option<i32>) -> Vec<i32> {
+    pub fn enum_values(&mut self, field: &'static str, values: Vec<i32>, map: fn(i32) -> Result<i32, i32>) -> Vec<i32> {
         let mut out = Vec::with_capacity(values.len());
         for value in values {
             match map(value) {
-                Some(v) => out.push(v),
-                None => self.lost(field, LossReason::EnumValue(value)),
+                Ok(v) => out.push(v),
+                Err(_) => self.lost(field, LossReason::EnumValue(value)),
             }
         }
         out
@@ -101,32 +102,37 @@ impl Cx {
         if self.count_only {
             return;
         }
-        let path = self.render(field_name(field));
-        self.losses.push(Loss { path, field: Cow::Borrowed(field), reason });
+        let stack = &self.path;
+        super::loss::record(
+            &mut self.losses,
+            |recorded| recorded == field,
+            || Loss { path: render(stack, field_name(field)), field: Cow::Borrowed(field), reason, more: 0 },
+        );
     }
+}
 
-    fn render(&self, last: &str) -> String {
-        use std::fmt::Write;
-        let mut path = String::with_capacity(64);
-        for segment in &self.path {
-            match segment {
-                Segment::Field(f) => {
-                    if !path.is_empty() {
-                        path.push('.');
-                    }
-                    path.push_str(field_name(f));
+/// `config.linux.security_context` + `run_as_group` → `config.linux.security_context.run_as_group`.
+fn render(stack: &[Segment], last: &str) -> String {
+    use std::fmt::Write;
+    let mut path = String::with_capacity(64);
+    for segment in stack {
+        match segment {
+            Segment::Field(f) => {
+                if !path.is_empty() {
+                    path.push('.');
                 }
-                Segment::Index(i) => {
-                    let _ = write!(path, "[{i}]");
-                }
+                path.push_str(field_name(f));
+            }
+            Segment::Index(i) => {
+                let _ = write!(path, "[{i}]");
             }
         }
-        if !path.is_empty() {
-            path.push('.');
-        }
-        path.push_str(last);
-        path
     }
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(last);
+    path
 }
 
 /// `Message.field` → `field`.

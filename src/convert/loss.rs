@@ -1,8 +1,12 @@
 //! What a conversion could not carry: one `Loss` per field that was set in the source and has no
 //! place (or no equivalent value) in the target version.
 
+use crate::revision::Block;
 use std::borrow::Cow;
 use std::fmt;
+
+/// How many losses of one message are recorded one by one (see [`record`]).
+pub const MAX_DISTINCT: usize = 32;
 
 /// Why a set field did not reach the target version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +21,10 @@ pub enum LossReason {
     NotUtf8,
     /// A field number that cri-bridge's own schema does not know (a newer client).
     UnknownField,
+    /// The target version has the field, but the runtime would not act on it.
+    Blocked(Block),
+    /// More distinct fields were lost than are recorded one by one.
+    TooMany,
 }
 
 impl fmt::Display for LossReason {
@@ -31,6 +39,8 @@ impl fmt::Display for LossReason {
                 f.write_str("the value is not valid UTF-8, which the version's string field requires")
             }
             LossReason::UnknownField => f.write_str("the field number is unknown to cri-bridge's schema"),
+            LossReason::Blocked(block) => block.fmt(f),
+            LossReason::TooMany => write!(f, "more than {MAX_DISTINCT} different fields were lost"),
         }
     }
 }
@@ -45,10 +55,38 @@ pub struct Loss {
     /// (or `Message.#99` for an unknown field). The loss policy is keyed by this.
     pub field: Cow<'static, str>,
     pub reason: LossReason,
+    /// How many more times the same field was lost at other paths (`envs[3].value`, …).
+    pub more: u64,
 }
 
 impl fmt::Display for Loss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.path, self.reason)
+        write!(f, "{} ({})", self.path, self.reason)?;
+        if self.more > 0 {
+            write!(f, " and {} more like it", self.more)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds a loss to a bounded record: the first [`MAX_DISTINCT`] losses are kept one by one, with
+/// their paths; after that a field already recorded only counts one more, and anything else is
+/// counted in one `TooMany` entry. So a hostile request of millions of unknown fields costs a
+/// bounded record. `same` tells whether a recorded `Message.field` key is the new loss's; `make`
+/// builds the loss only when it is recorded.
+pub fn record(losses: &mut Vec<Loss>, same: impl Fn(&str) -> bool, make: impl FnOnce() -> Loss) {
+    if losses.len() < MAX_DISTINCT {
+        losses.push(make());
+        return;
+    }
+    if let Some(existing) = losses.iter_mut().find(|l| l.reason != LossReason::TooMany && same(&l.field)) {
+        existing.more += 1;
+        return;
+    }
+    match losses.iter_mut().find(|l| l.reason == LossReason::TooMany) {
+        Some(overflow) => overflow.more += 1,
+        None => {
+            losses.push(Loss { path: "…".into(), field: Cow::Borrowed("…"), reason: LossReason::TooMany, more: 0 })
+        }
     }
 }

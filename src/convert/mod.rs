@@ -4,18 +4,21 @@
 //!   as `Convert` impls, plus a decode–convert–encode `Transcoder` for every message.
 //! - `rules` + `exceptions`: the hand-written part, for fields whose meaning differs.
 //! - `cx` and `loss`: each conversion reports what it could not carry, as field paths.
+//! - `classes`: every lossable request field as security, behaviour or advisory, with why.
 //! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
-//! - `unknown`: finds fields in the wire bytes that our own schema does not know.
+//! - `scan`: finds, in the wire bytes, fields our own schema does not know and fields the
+//!   runtime's revision would not act on.
 
+pub mod classes;
 mod cx;
 mod exceptions;
 mod loss;
 pub mod policy;
 pub mod rules;
-pub mod unknown;
+pub mod scan;
 
 pub use cx::Cx;
-pub use loss::{Loss, LossReason};
+pub use loss::{Loss, LossReason, MAX_DISTINCT};
 
 use crate::version::CriVersion;
 use prost::Message;
@@ -55,6 +58,13 @@ impl<K, V> IsSet for HashMap<K, V> {
     fn is_set(&self) -> bool {
         !self.is_empty()
     }
+}
+
+/// Whether encoded `UserNamespace` bytes (the same in v1alpha2 and v1) ask for the host user
+/// namespace with no mappings: what a runtime that ignores `userns_options` does anyway.
+pub fn userns_is_host(bytes: &[u8]) -> bool {
+    crate::api::v1::UserNamespace::decode(bytes)
+        .is_ok_and(|u| u.mode == crate::api::v1::NamespaceMode::Node as i32 && u.uids.is_empty() && u.gids.is_empty())
 }
 
 /// The generated conversions, one module per older version.

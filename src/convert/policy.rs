@@ -1,15 +1,19 @@
 //! The loss policy: what happens to a call whose conversion lost fields (DESIGN principle 4).
 //!
-//! Each lost field gets an action. Defaults: `reject` for the security-relevant request fields in
-//! [`SECURITY_RELEVANT`], `warn` for every other request field, `allow` for response fields (a
-//! newer runtime telling an older client more than it can hear). Overrides name a field as
+//! Each lost field gets an action. Defaults: `reject` for request fields classed `security` or
+//! `behaviour` in [`super::classes`] (and for anything unclassified), `warn` for `advisory` ones,
+//! `allow` for response fields (a newer runtime telling an older client more than it can hear).
+//! Overrides name a field as
 //! `Message.field` (wherever it appears), as a full path (`config.linux.security_context.run_as_group`)
 //! or as `Message.#N` for a field number unknown to our schema; a path override wins.
 //! The proxy judges request losses field by field; answer losses are only counted.
 
-use super::Loss;
+use super::classes::{class_of, Class};
+use super::{Loss, LossReason};
+use crate::api::SchemaInfo;
 use crate::version::CriVersion;
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,86 +45,6 @@ pub enum Side {
     Response,
 }
 
-/// A request field that changes what runs (or how isolated it is) when an older runtime ignores it.
-pub struct SecurityField {
-    pub field: &'static str,
-    pub why: &'static str,
-}
-
-/// The request fields refused by default when they cannot be carried: the one list.
-pub const SECURITY_RELEVANT: &[SecurityField] = &[
-    SecurityField { field: "NamespaceOption.network", why: "a network namespace mode the target cannot express" },
-    SecurityField { field: "NamespaceOption.pid", why: "a PID namespace mode the target cannot express" },
-    SecurityField { field: "NamespaceOption.ipc", why: "an IPC namespace mode the target cannot express" },
-    SecurityField { field: "NamespaceOption.target_id", why: "joins another container's PID namespace" },
-    SecurityField {
-        field: "NamespaceOption.userns_options",
-        why: "user namespace: without it the pod runs as host root",
-    },
-    SecurityField {
-        field: "WindowsSandboxSecurityContext.namespace_options",
-        why: "Windows namespace modes (host network)",
-    },
-    SecurityField { field: "Mount.uidMappings", why: "ID-mapped mount: without it files appear with host IDs" },
-    SecurityField { field: "Mount.gidMappings", why: "ID-mapped mount: without it files appear with host IDs" },
-    SecurityField { field: "Mount.recursive_read_only", why: "without it submounts stay writable" },
-    SecurityField { field: "Mount.image", why: "image volume: without it the mount source changes meaning" },
-    SecurityField {
-        field: "Mount.image_sub_path",
-        why: "image volume sub-path: without it the whole image is mounted",
-    },
-    SecurityField {
-        field: "LinuxSandboxSecurityContext.supplemental_groups_policy",
-        why: "Strict drops groups from the image; without it they are merged in",
-    },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.supplemental_groups_policy",
-        why: "Strict drops groups from the image; without it they are merged in",
-    },
-    SecurityField {
-        field: "LinuxSandboxSecurityContext.run_as_group",
-        why: "without it the process runs with the image's group",
-    },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.run_as_group",
-        why: "without it the process runs with the image's group",
-    },
-    SecurityField { field: "LinuxContainerSecurityContext.masked_paths", why: "without it /proc paths are exposed" },
-    SecurityField { field: "LinuxContainerSecurityContext.readonly_paths", why: "without it /proc paths are writable" },
-    SecurityField {
-        field: "Capability.add_ambient_capabilities",
-        why: "ambient capabilities would be silently not granted",
-    },
-    SecurityField { field: "LinuxSandboxSecurityContext.seccomp", why: "a seccomp profile the target cannot express" },
-    SecurityField {
-        field: "LinuxSandboxSecurityContext.apparmor",
-        why: "an AppArmor profile the target cannot express",
-    },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.seccomp",
-        why: "a seccomp profile the target cannot express",
-    },
-    SecurityField {
-        field: "LinuxContainerSecurityContext.apparmor",
-        why: "an AppArmor profile the target cannot express",
-    },
-    SecurityField { field: "SecurityProfile.profile_type", why: "a profile type the target does not know" },
-    SecurityField { field: "ContainerConfig.CDI_devices", why: "CDI devices would be silently not injected" },
-    SecurityField {
-        field: "RunPodSandboxRequest.runtime_handler",
-        why: "the RuntimeClass (gVisor, Kata): without it the pod runs under the default runtime",
-    },
-    SecurityField {
-        field: "ImageSpec.runtime_handler",
-        why: "the image would be pulled into, or looked up in, the default runtime's store",
-    },
-    SecurityField { field: "ContainerConfig.stop_signal", why: "the container would be stopped with another signal" },
-    SecurityField {
-        field: "KeyValue.value",
-        why: "a value the target cannot carry (non-UTF-8) would reach the container as an empty variable",
-    },
-];
-
 /// Counts of dropped fields by action, since start.
 #[derive(Default, Debug)]
 pub struct LossCounters {
@@ -131,16 +55,24 @@ pub struct LossCounters {
 
 /// A request refused because it would lose a field the policy protects.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{rpc}: the backend speaks CRI {target}, which cannot carry {}; refused by the loss policy (set `loss_policy` for the field to override)", describe(.fields))]
+#[error("{rpc}: the runtime ({runtime}) cannot carry {}; refused by the loss policy (set `loss_policy` for the field to override)", describe(.fields))]
 pub struct Refusal {
     pub rpc: String,
-    pub target: CriVersion,
+    /// The runtime as the caller should read it: `CRI v1alpha2 at the Kubernetes 1.19 revision (…)`.
+    pub runtime: String,
     /// The refused losses (paths and reasons).
     pub fields: Vec<Loss>,
 }
 
 fn describe(losses: &[Loss]) -> String {
-    losses.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(", ")
+    let one = |l: &Loss| match l.reason {
+        LossReason::TooMany => l.to_string(),
+        _ => {
+            let (class, why) = class_of(&l.field, &l.path);
+            format!("{l} [{class}: {why}]")
+        }
+    };
+    losses.iter().map(one).collect::<Vec<_>>().join(", ")
 }
 
 /// The policy with its per-field overrides.
@@ -162,8 +94,12 @@ impl LossPolicy {
         }
         match side {
             Side::Response => Action::Allow,
-            Side::Request if SECURITY_RELEVANT.iter().any(|s| s.field == loss.field) => Action::Reject,
-            Side::Request => Action::Warn,
+            // Fields beyond the bounded record were not judged one by one.
+            Side::Request if loss.reason == LossReason::TooMany => Action::Reject,
+            Side::Request => match class_of(&loss.field, &loss.path).0 {
+                Class::Security | Class::Behaviour => Action::Reject,
+                Class::Advisory => Action::Warn,
+            },
         }
     }
 
@@ -174,59 +110,83 @@ impl LossPolicy {
         }
     }
 
-    /// Applies the policy to the losses of one message of call `rpc`, bound for `target`:
-    /// logs and counts what is dropped, or refuses the call naming every rejected field.
-    pub fn apply(&self, side: Side, rpc: &str, target: CriVersion, losses: Vec<Loss>) -> Result<(), Refusal> {
+    /// Applies the policy to the losses of one message of call `rpc`, bound for `runtime`
+    /// (described for the caller): logs and counts what is dropped, or refuses the call naming
+    /// every rejected field.
+    pub fn apply(&self, side: Side, rpc: &str, runtime: &dyn fmt::Display, losses: Vec<Loss>) -> Result<(), Refusal> {
         let mut rejected = Vec::new();
         for loss in losses {
             match self.action(side, &loss) {
                 Action::Reject => rejected.push(loss),
                 Action::Warn => {
-                    self.counters.warned.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(rpc, %target, path = %loss.path, reason = %loss.reason, "dropped a field the other version cannot carry");
+                    self.counters.warned.fetch_add(1 + loss.more, Ordering::Relaxed);
+                    tracing::warn!(rpc, %runtime, %loss, "dropped a field the runtime cannot carry");
                 }
                 Action::Allow => {
-                    self.counters.allowed.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(rpc, %target, path = %loss.path, reason = %loss.reason, "dropped a field the other version cannot carry");
+                    self.counters.allowed.fetch_add(1 + loss.more, Ordering::Relaxed);
+                    tracing::debug!(rpc, %runtime, %loss, "dropped a field the runtime cannot carry");
                 }
             }
         }
         if rejected.is_empty() {
             return Ok(());
         }
-        self.counters.rejected.fetch_add(rejected.len() as u64, Ordering::Relaxed);
-        let refusal = Refusal { rpc: rpc.to_string(), target, fields: rejected };
+        self.counters.rejected.fetch_add(rejected.iter().map(|l| 1 + l.more).sum(), Ordering::Relaxed);
+        let refusal = Refusal { rpc: rpc.to_string(), runtime: runtime.to_string(), fields: rejected };
         tracing::warn!(%refusal, "refused a call");
         Err(refusal)
     }
 }
 
-/// Checks that an override key names something that exists: `Message.field` or `Message.#N`
-/// for a message of any version, or a path whose every segment is a field name of some message.
+/// Checks that an override key names a request field: `Message.field` or `Message.#N` for a
+/// message that requests of some version carry, or a path that resolves from some RPC's request.
+/// (Answer losses are allowed and counted, not judged: an override for one would do nothing.)
 pub fn check_key(key: &str) -> Result<(), String> {
     let schemas = CriVersion::NEWEST_FIRST.map(|v| v.schema());
-    let is_field =
-        |name: &str| schemas.iter().any(|s| s.messages.iter().any(|m| m.fields.iter().any(|f| f.name == name)));
     let unknown_number = |name: &str| name.strip_prefix('#').is_some_and(|n| n.parse::<u32>().is_ok());
     if let Some((message, field)) = key.split_once('.').filter(|(m, _)| m.starts_with(|c: char| c.is_ascii_uppercase()))
     {
-        let known = schemas
-            .iter()
-            .filter_map(|s| s.messages.iter().find(|m| m.name == message))
-            .any(|m| unknown_number(field) || m.fields.iter().any(|f| f.name == field));
-        return if known {
-            Ok(())
-        } else {
-            Err(format!("{key:?} names no field of any CRI version (expected `Message.field`)"))
-        };
-    }
-    for segment in key.split('.') {
-        let name = segment.split('[').next().unwrap_or(segment);
-        if !(is_field(name) || unknown_number(name)) {
-            return Err(format!(
-                "{key:?}: {name:?} is not a field of any CRI version (expected `Message.field` or a path)"
-            ));
+        let mut in_answers_only = false;
+        for schema in schemas {
+            let Some(index) = schema.message_index(message) else { continue };
+            let m = &schema.messages[index];
+            if unknown_number(field) || m.fields.iter().any(|f| f.name == field) {
+                if schema.request_messages()[index] {
+                    return Ok(());
+                }
+                in_answers_only = true;
+            }
         }
+        return Err(if in_answers_only {
+            format!("{key:?} is a field of answers only: their losses are allowed and counted, not judged")
+        } else {
+            format!("{key:?} names no field of any CRI version (expected `Message.field`)")
+        });
     }
-    Ok(())
+    let resolves = |schema: &SchemaInfo, root: usize| {
+        let mut message = Some(root);
+        for segment in key.split('.') {
+            let name = segment.split('[').next().unwrap_or(segment);
+            let Some(current) = message else { return false };
+            if unknown_number(name) {
+                message = None;
+                continue;
+            }
+            match schema.messages[current].fields.iter().find(|f| f.name == name) {
+                Some(field) => message = field.message,
+                None => return false,
+            }
+        }
+        true
+    };
+    let found = schemas.iter().any(|schema| {
+        schema.rpcs.iter().filter_map(|r| schema.message_index(r.request)).any(|root| resolves(schema, root))
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key:?} is not the path of a request field in any CRI version (expected `Message.field` or a path)"
+        ))
+    }
 }

@@ -26,8 +26,11 @@ pub fn namespace_option_from_v1(src: new::NamespaceOption, dst: &mut old::Namesp
     if src.target_id.is_set() {
         cx.lost("NamespaceOption.target_id", LossReason::NoField);
     }
-    if src.userns_options.is_set() {
-        cx.lost("NamespaceOption.userns_options", LossReason::NoField);
+    // `mode: NODE` without mappings (the kubelet's default) is what v1alpha1 does anyway.
+    if let Some(userns) = src.userns_options {
+        if !crate::convert::userns_is_host(&prost::Message::encode_to_vec(&userns)) {
+            cx.lost("NamespaceOption.userns_options", LossReason::NoField);
+        }
     }
 }
 

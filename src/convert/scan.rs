@@ -1,0 +1,237 @@
+//! Walks a request's wire bytes against a schema table and reports what the runtime would not
+//! see: field numbers our schema does not know (a client newer than cri-bridge; prost drops them
+//! when it decodes), and set fields or enum values that the runtime's revision predates, does not
+//! act on or lacks the feature for (`revision::RuntimeProfile::blocked`).
+//!
+//! It runs on the bytes the runtime will receive: on passthrough the caller's own bytes (one walk
+//! finds both kinds), after a conversion the converted bytes (the caller's bytes are walked
+//! first for unknown numbers only). Nothing is decoded except varints, lengths, and the one
+//! sub-message whose value decides whether it matters (`userns_options`).
+
+use super::loss::record;
+use super::{Loss, LossReason};
+use crate::api::{FieldInfo, MessageInfo, SchemaInfo};
+use crate::revision::Block;
+use std::borrow::Cow;
+
+/// The bytes are not a valid protobuf encoding.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed protobuf at {path}: {what}")]
+pub struct Malformed {
+    pub path: String,
+    pub what: &'static str,
+}
+
+/// What to report.
+#[derive(Clone, Copy)]
+pub struct Limits<'a> {
+    /// Field numbers (and enum numbers) that the schema does not know.
+    pub unknown: bool,
+    /// Per field id, why the runtime would not act on the field; `None`: report nothing of it.
+    pub blocked: Option<&'a [Option<Block>]>,
+    /// The runtime's revision, for enum values (with `blocked`).
+    pub minor: u8,
+}
+
+impl Limits<'static> {
+    /// Unknown numbers only: for the caller's bytes before a conversion.
+    pub const UNKNOWN_ONLY: Limits<'static> = Limits { unknown: true, blocked: None, minor: u8::MAX };
+}
+
+/// Scans `bytes`, encoded as message `message` of `schema`, appending what `limits` asks for.
+pub fn scan(
+    schema: &SchemaInfo,
+    message: usize,
+    bytes: &[u8],
+    limits: Limits<'_>,
+    losses: &mut Vec<Loss>,
+) -> Result<(), Malformed> {
+    let mut path = Vec::new();
+    Walk { schema, limits, losses }.message(message, bytes, &mut path)
+}
+
+struct Walk<'s, 'l, 'v> {
+    schema: &'s SchemaInfo,
+    limits: Limits<'l>,
+    losses: &'v mut Vec<Loss>,
+}
+
+/// One field as found on the wire.
+struct Found<'b> {
+    number: u32,
+    wire_type: u8,
+    /// The varint's value (wire type 0).
+    varint: u64,
+    /// The payload (wire types 1, 2, 5).
+    value: &'b [u8],
+}
+
+impl Found<'_> {
+    /// Holds something other than the proto3 default (a message, even empty, is set).
+    fn is_set(&self, field: &FieldInfo) -> bool {
+        match self.wire_type {
+            0 => self.varint != 0,
+            2 => field.message.is_some() || !self.value.is_empty(),
+            _ => self.value.iter().any(|b| *b != 0),
+        }
+    }
+}
+
+impl<'s> Walk<'s, '_, '_> {
+    fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<&'s str>) -> Result<(), Malformed> {
+        let info: &'s MessageInfo = &self.schema.messages[message];
+        while !bytes.is_empty() {
+            let found = next(&mut bytes).map_err(|what| Malformed { path: path.join("."), what })?;
+            let Some(field) = info.field(found.number) else {
+                if self.limits.unknown {
+                    self.unknown_field(info, found.number, path);
+                }
+                continue;
+            };
+            if let Some(block) = self.limits.blocked.and_then(|b| b[field.id]) {
+                if found.is_set(field) && !is_neutral(info, field, found.value) {
+                    self.lose(info, field, path, LossReason::Blocked(block));
+                }
+                continue;
+            }
+            if let Some(enumeration) = field.enumeration {
+                self.enum_values(info, field, enumeration, &found, path)?;
+            }
+            if let (Some(nested), 2) = (field.message, found.wire_type) {
+                path.push(field.name);
+                self.message(nested, found.value, path)?;
+                path.pop();
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks an enum field's value (or packed values) against the schema and the revision.
+    fn enum_values(
+        &mut self,
+        info: &'s MessageInfo,
+        field: &'s FieldInfo,
+        enumeration: usize,
+        found: &Found<'_>,
+        path: &[&'s str],
+    ) -> Result<(), Malformed> {
+        let check = |walk: &mut Self, number: u64| {
+            let number = number as i32;
+            match walk.schema.enums[enumeration].value(number) {
+                None if walk.limits.unknown => walk.lose(info, field, path, LossReason::EnumValue(number)),
+                Some(v) if walk.limits.blocked.is_some() && v.since > walk.limits.minor => walk.lose(
+                    info,
+                    field,
+                    path,
+                    LossReason::Blocked(Block::Revision { runtime: walk.limits.minor, field: v.since }),
+                ),
+                _ => {}
+            }
+        };
+        match found.wire_type {
+            0 => check(self, found.varint),
+            2 => {
+                let mut packed = found.value;
+                while !packed.is_empty() {
+                    let value =
+                        varint(&mut packed).ok_or(Malformed { path: path.join("."), what: "truncated packed enum" })?;
+                    check(self, value);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn unknown_field(&mut self, info: &MessageInfo, number: u32, path: &[&str]) {
+        let same = |recorded: &str| {
+            recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix(".#")).and_then(|n| n.parse().ok())
+                == Some(number)
+        };
+        record(self.losses, same, || {
+            let at = if path.is_empty() { format!("#{number}") } else { format!("{}.#{number}", path.join(".")) };
+            Loss {
+                path: at,
+                field: Cow::Owned(format!("{}.#{number}", info.name)),
+                reason: LossReason::UnknownField,
+                more: 0,
+            }
+        });
+    }
+
+    fn lose(&mut self, info: &MessageInfo, field: &FieldInfo, path: &[&str], reason: LossReason) {
+        let same =
+            |recorded: &str| recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix('.')) == Some(field.name);
+        record(self.losses, same, || {
+            let at =
+                if path.is_empty() { field.name.to_string() } else { format!("{}.{}", path.join("."), field.name) };
+            Loss { path: at, field: Cow::Owned(format!("{}.{}", info.name, field.name)), reason, more: 0 }
+        });
+    }
+}
+
+/// A set value that asks for what a runtime does anyway when it ignores the field: the kubelet
+/// sends `userns_options { mode: NODE }` (the host user namespace, no mappings) for every pod.
+fn is_neutral(info: &MessageInfo, field: &FieldInfo, value: &[u8]) -> bool {
+    (info.name, field.name) == ("NamespaceOption", "userns_options") && crate::convert::userns_is_host(value)
+}
+
+fn next<'b>(bytes: &mut &'b [u8]) -> Result<Found<'b>, &'static str> {
+    let key = varint(bytes).ok_or("truncated field key")?;
+    let (number, wire_type) = ((key >> 3) as u32, (key & 7) as u8);
+    if number == 0 {
+        return Err("field number 0");
+    }
+    let mut found = Found { number, wire_type, varint: 0, value: &[] };
+    match wire_type {
+        0 => found.varint = varint(bytes).ok_or("truncated field value")?,
+        1 => found.value = take(bytes, 8).ok_or("truncated field value")?,
+        2 => {
+            let len = varint(bytes).and_then(|len| usize::try_from(len).ok()).ok_or("truncated field value")?;
+            found.value = take(bytes, len).ok_or("truncated field value")?;
+        }
+        5 => found.value = take(bytes, 4).ok_or("truncated field value")?,
+        _ => return Err("unsupported wire type"),
+    }
+    Ok(found)
+}
+
+fn varint(bytes: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if bytes.len() < n {
+        return None;
+    }
+    let (value, rest) = bytes.split_at(n);
+    *bytes = rest;
+    Some(value)
+}
+
+/// `bytes` (one message) without top-level field `number`, and whether it was there.
+pub fn without_field(bytes: &[u8], number: u32) -> Result<(Vec<u8>, bool), Malformed> {
+    let mut rest = bytes;
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut dropped = false;
+    while !rest.is_empty() {
+        let before = rest;
+        let found = next(&mut rest).map_err(|what| Malformed { path: String::new(), what })?;
+        let encoded = &before[..before.len() - rest.len()];
+        if found.number == number {
+            dropped = true;
+        } else {
+            kept.extend_from_slice(encoded);
+        }
+    }
+    Ok((kept, dropped))
+}

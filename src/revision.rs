@@ -1,0 +1,328 @@
+//! Which revision of its CRI version a runtime speaks, and what it does not act on.
+//!
+//! v1alpha2 grew from Kubernetes 1.10 to 1.25 and v1 from 1.20 on, each under one package name:
+//! a runtime built against an older revision decodes a newer field as unknown and ignores it.
+//! So the version alone does not say what a runtime understands. A [`RuntimeProfile`] does:
+//!
+//! - the **revision** (a Kubernetes minor), from the runtime's `Version` answer and the table
+//!   below (from `runtime-cri-revisions.tsv`), or `backend.revision`; an unknown runtime is
+//!   assumed to be the oldest revision of its version, and the log and `probe` say so;
+//! - the fields it decodes but **does not act on** (no release reads `add_ambient_capabilities`;
+//!   containerd reads `userns_options` only from 1.7);
+//! - the **features** it reports in `Status` (from 1.30: user namespaces and recursive read-only
+//!   mounts per handler; from 1.31: supplemental groups policy). Where the revision has the report,
+//!   a request needing a feature the runtime does not report is a loss too.
+//!
+//! [`RuntimeProfile::blocked`] turns all three into one table indexed by field id, which the
+//! request scan (`convert::scan`) consults.
+
+use crate::api::SchemaInfo;
+use crate::version::CriVersion;
+use std::fmt;
+
+/// The newest revision of each version that cri-bridge's own schema has.
+pub fn newest(version: CriVersion) -> u8 {
+    match version {
+        CriVersion::V1alpha1 => 9,
+        CriVersion::V1alpha2 => 25,
+        CriVersion::V1 => 36,
+    }
+}
+
+/// The oldest revision of each version: what an unknown runtime is assumed to speak.
+pub fn oldest(version: CriVersion) -> u8 {
+    match version {
+        CriVersion::V1alpha1 => 9,
+        CriVersion::V1alpha2 => 10,
+        CriVersion::V1 => 20,
+    }
+}
+
+/// Where a profile's revision came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The runtime's name and version matched a row of the revision table.
+    Table,
+    /// `backend.revision` in the config.
+    Config,
+    /// The runtime is not in the table: the oldest revision of its version is assumed.
+    Assumed,
+}
+
+/// A field that a runtime decodes but does not act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unhonoured {
+    /// `Message.field`.
+    pub field: &'static str,
+    pub why: &'static str,
+}
+
+const AMBIENT: Unhonoured = Unhonoured {
+    field: "Capability.add_ambient_capabilities",
+    why: "no containerd (to 2.3) or CRI-O (to 1.36) release reads ambient capabilities",
+};
+const USERNS_1_6: Unhonoured = Unhonoured {
+    field: "NamespaceOption.userns_options",
+    why: "containerd 1.6 decodes user namespace options but never applies them (the first reader is in 1.7)",
+};
+
+/// One row of the revision table: a runtime's releases from `from` on (to the next row).
+struct Row {
+    runtime: &'static str,
+    from: (u32, u32, u32),
+    /// The revision of the v1 service; `None` when these releases do not serve v1.
+    v1: Option<u8>,
+    v1alpha2: Option<u8>,
+    unhonoured: &'static [Unhonoured],
+}
+
+const fn row(runtime: &'static str, from: (u32, u32, u32), v1: Option<u8>, v1alpha2: Option<u8>) -> Row {
+    Row { runtime, from, v1, v1alpha2, unhonoured: &[AMBIENT] }
+}
+
+/// From `runtime-cri-revisions.tsv`: the cri-api schema each release line decodes, as the
+/// Kubernetes minor it equals. Where a pin is a snapshot between two minors, the older minor
+/// (CRI-O 1.23/1.24 lack the 1.23 fields; 1.32 uses a 1.31 module). Releases newer than the last
+/// row of a runtime know at least what that row knows. Ordered by runtime, then release.
+const TABLE: &[Row] = &[
+    row("containerd", (1, 4, 0), None, Some(19)),
+    row("containerd", (1, 5, 0), None, Some(20)),
+    row("containerd", (1, 6, 0), Some(23), Some(23)),
+    Row { unhonoured: &[AMBIENT, USERNS_1_6], ..row("containerd", (1, 6, 9), Some(25), Some(25)) },
+    row("containerd", (1, 7, 0), Some(26), Some(25)),
+    row("containerd", (1, 7, 1), Some(27), Some(25)),
+    row("containerd", (2, 0, 0), Some(31), None),
+    row("containerd", (2, 1, 0), Some(32), None),
+    row("containerd", (2, 2, 0), Some(34), None),
+    row("containerd", (2, 3, 0), Some(36), None),
+    row("cri-o", (1, 10, 0), None, Some(10)),
+    row("cri-o", (1, 11, 0), None, Some(11)),
+    row("cri-o", (1, 12, 0), None, Some(12)),
+    row("cri-o", (1, 13, 0), None, Some(13)),
+    row("cri-o", (1, 14, 0), None, Some(14)),
+    row("cri-o", (1, 15, 0), None, Some(15)),
+    row("cri-o", (1, 16, 0), None, Some(16)),
+    row("cri-o", (1, 17, 0), None, Some(17)),
+    row("cri-o", (1, 18, 0), None, Some(18)),
+    row("cri-o", (1, 19, 0), None, Some(19)),
+    row("cri-o", (1, 20, 0), None, Some(20)),
+    row("cri-o", (1, 21, 0), Some(21), Some(21)),
+    row("cri-o", (1, 22, 0), Some(22), Some(22)),
+    row("cri-o", (1, 25, 0), Some(25), Some(25)),
+    row("cri-o", (1, 26, 0), Some(26), None),
+    row("cri-o", (1, 27, 0), Some(27), None),
+    row("cri-o", (1, 28, 0), Some(28), None),
+    row("cri-o", (1, 29, 0), Some(29), None),
+    row("cri-o", (1, 30, 0), Some(30), None),
+    row("cri-o", (1, 31, 0), Some(31), None),
+    row("cri-o", (1, 33, 0), Some(33), None),
+    row("cri-o", (1, 34, 0), Some(34), None),
+    row("cri-o", (1, 35, 0), Some(35), None),
+    row("cri-o", (1, 36, 0), Some(36), None),
+];
+
+/// `v1.6.20`, `1.6.20~ds1`, `1.36.3` → (1, 6, 20); missing parts are 0.
+pub fn parse_release(text: &str) -> Option<(u32, u32, u32)> {
+    let text = text.strip_prefix('v').unwrap_or(text);
+    let numeric: String = text.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let mut parts = numeric.split('.').filter(|p| !p.is_empty()).map(|p| p.parse::<u32>().ok());
+    let major = parts.next()??;
+    Some((major, parts.next().flatten().unwrap_or(0), parts.next().flatten().unwrap_or(0)))
+}
+
+/// The table's revision for a runtime speaking `version`, and what it does not act on.
+fn lookup(name: &str, release: &str, version: CriVersion) -> Option<(u8, &'static [Unhonoured])> {
+    let release = parse_release(release)?;
+    let row = TABLE.iter().rfind(|r| r.runtime == name && r.from <= release)?;
+    let minor = match version {
+        CriVersion::V1 => row.v1,
+        CriVersion::V1alpha2 => row.v1alpha2,
+        CriVersion::V1alpha1 => None,
+    }?;
+    Some((minor, row.unhonoured))
+}
+
+/// What a runtime reports in `StatusResponse` about the features it implements.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// Every handler reports user namespace support (`runtime_handlers[].features`).
+    pub user_namespaces: bool,
+    /// Every handler reports recursive read-only mounts.
+    pub recursive_read_only_mounts: bool,
+    /// `features.supplemental_groups_policy`.
+    pub supplemental_groups_policy: bool,
+}
+
+impl Features {
+    /// Reads the report from a v1 `StatusResponse`. cri-bridge does not follow which pod uses
+    /// which handler, so a handler feature counts only when every handler reports it.
+    pub fn from_status(status: &crate::api::v1::StatusResponse) -> Features {
+        let handlers = &status.runtime_handlers;
+        let all = |f: fn(&crate::api::v1::RuntimeHandlerFeatures) -> bool| {
+            !handlers.is_empty() && handlers.iter().all(|h| h.features.as_ref().is_some_and(f))
+        };
+        Features {
+            user_namespaces: all(|f| f.user_namespaces),
+            recursive_read_only_mounts: all(|f| f.recursive_read_only_mounts),
+            supplemental_groups_policy: status.features.as_ref().is_some_and(|f| f.supplemental_groups_policy),
+        }
+    }
+}
+
+/// The revision from which `Status` reports handler features, and runtime features.
+pub const HANDLER_FEATURES_SINCE: u8 = 30;
+pub const RUNTIME_FEATURES_SINCE: u8 = 31;
+
+/// What one runtime understands, as far as cri-bridge can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeProfile {
+    pub version: CriVersion,
+    /// A Kubernetes minor: the runtime decodes the schema of this release.
+    pub minor: u8,
+    pub source: Source,
+    /// As reported in `Version` (empty when not asked).
+    pub runtime_name: String,
+    pub runtime_version: String,
+    pub unhonoured: Vec<Unhonoured>,
+    /// `None` when the revision predates the report (or `Status` could not be read).
+    pub features: Option<Features>,
+}
+
+/// Why the runtime would not act on a field: what the request scan reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// The runtime's revision predates the field (or enum value).
+    Revision {
+        runtime: u8,
+        field: u8,
+    },
+    NotHonoured(&'static str),
+    /// The runtime's `Status` does not report the feature the field needs.
+    FeatureMissing(&'static str),
+}
+
+impl fmt::Display for Block {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Block::Revision { runtime, field } => {
+                write!(f, "the runtime's CRI revision (Kubernetes 1.{runtime}) predates it (1.{field})")
+            }
+            Block::NotHonoured(why) => write!(f, "the runtime decodes it but does not act on it: {why}"),
+            Block::FeatureMissing(feature) => write!(f, "the runtime does not report the {feature} feature"),
+        }
+    }
+}
+
+/// A request field (`Message.field`), the feature it needs, and whether a report has it.
+type FeatureNeed = (&'static str, &'static str, fn(&Features) -> bool);
+
+/// Request fields that need a feature the runtime reports in `Status`.
+const NEEDS_FEATURE: &[FeatureNeed] = &[
+    ("NamespaceOption.userns_options", "user namespaces (runtime_handlers[].features.user_namespaces)", |f| {
+        f.user_namespaces
+    }),
+    ("Mount.recursive_read_only", "recursive read-only mounts (runtime_handlers[].features)", |f| {
+        f.recursive_read_only_mounts
+    }),
+    ("LinuxSandboxSecurityContext.supplemental_groups_policy", "supplemental groups policy (features)", |f| {
+        f.supplemental_groups_policy
+    }),
+    ("LinuxContainerSecurityContext.supplemental_groups_policy", "supplemental groups policy (features)", |f| {
+        f.supplemental_groups_policy
+    }),
+];
+
+impl RuntimeProfile {
+    /// The profile of a runtime that answered `Version` as `version`; `configured` is
+    /// `backend.revision`, which wins over the table.
+    pub fn from_version(version: CriVersion, name: &str, release: &str, configured: Option<u8>) -> RuntimeProfile {
+        let looked_up = lookup(name, release, version);
+        let ours = name == crate::memory::RUNTIME_NAME;
+        let (minor, source, unhonoured) = match (configured, looked_up) {
+            (Some(minor), found) => (minor, Source::Config, found.map(|f| f.1.to_vec()).unwrap_or_default()),
+            _ if ours => (newest(version), Source::Table, Vec::new()),
+            (None, Some((minor, unhonoured))) => (minor, Source::Table, unhonoured.to_vec()),
+            (None, None) => (oldest(version), Source::Assumed, vec![AMBIENT]),
+        };
+        // A v1alpha2 runtime never has more than the 1.25 schema, whatever is configured.
+        let minor = if version == CriVersion::V1 { minor } else { minor.min(newest(version)) };
+        RuntimeProfile {
+            version,
+            minor,
+            source,
+            runtime_name: name.to_string(),
+            runtime_version: release.to_string(),
+            unhonoured,
+            features: None,
+        }
+    }
+
+    /// A profile for a version with nothing known about the runtime (an image endpoint that
+    /// does not answer `Version`).
+    pub fn unknown(version: CriVersion, configured: Option<u8>) -> RuntimeProfile {
+        RuntimeProfile::from_version(version, "", "", configured)
+    }
+
+    /// Whether `Status` should be read for the features report.
+    pub fn reports_features(&self) -> bool {
+        self.version == CriVersion::V1 && self.minor >= HANDLER_FEATURES_SINCE
+    }
+
+    /// True when the runtime is newer than cri-bridge's schema: a field number cri-bridge does
+    /// not know may be one the runtime knows.
+    pub fn is_newer_than_schema(&self) -> bool {
+        self.minor > newest(self.version)
+    }
+
+    /// Why the runtime would not act on each field of `schema`, by field id (`None`: it would).
+    pub fn blocked(&self, schema: &SchemaInfo) -> Vec<Option<Block>> {
+        let mut blocked = vec![None; schema.field_count];
+        for message in schema.messages {
+            for field in message.fields {
+                if field.since > self.minor {
+                    blocked[field.id] = Some(Block::Revision { runtime: self.minor, field: field.since });
+                }
+            }
+        }
+        for u in &self.unhonoured {
+            if let Some((_, field)) = schema.field_by_name(u.field) {
+                blocked[field.id].get_or_insert(Block::NotHonoured(u.why));
+            }
+        }
+        if let Some(features) = &self.features {
+            for (name, feature, has) in NEEDS_FEATURE {
+                let reported = match *name {
+                    n if n.ends_with("supplemental_groups_policy") => self.minor >= RUNTIME_FEATURES_SINCE,
+                    _ => true,
+                };
+                if reported && !has(features) {
+                    if let Some((_, field)) = schema.field_by_name(name) {
+                        blocked[field.id].get_or_insert(Block::FeatureMissing(feature));
+                    }
+                }
+            }
+        }
+        blocked
+    }
+}
+
+impl fmt::Display for RuntimeProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CRI {} at the Kubernetes 1.{} revision", self.version, self.minor)?;
+        match self.source {
+            Source::Table => write!(f, " ({} {})", self.runtime_name, self.runtime_version),
+            Source::Config => write!(f, " (backend.revision)"),
+            Source::Assumed => write!(
+                f,
+                " (assumed: {:?} {:?} is not in cri-bridge's revision table; set backend.revision)",
+                self.runtime_name, self.runtime_version
+            ),
+        }
+    }
+}
+
+/// `backend.revision`: `"1.27"` → 27.
+pub fn parse_minor(text: &str) -> Option<u8> {
+    let minor: u8 = text.strip_prefix("1.")?.parse().ok()?;
+    (minor >= 9).then_some(minor)
+}
