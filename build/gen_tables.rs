@@ -66,8 +66,10 @@ pub fn generate(schemas: &[&Schema], history: &History, errors: &mut Vec<String>
                 let since = since(format!("{}.{}.{}", schema.package, m.name, f.name));
                 write!(
                     out,
-                    "FieldInfo {{ id: {id}, number: {}, name: {:?}, message: {nested}, enumeration: {enumeration}, since: {since} }}, ",
-                    f.number, f.name
+                    "FieldInfo {{ id: {id}, number: {}, name: {:?}, message: {nested}, enumeration: {enumeration}, repeated: {}, since: {since} }}, ",
+                    f.number,
+                    f.name,
+                    matches!(f.label, Label::Repeated)
                 )
                 .unwrap();
                 id += 1;

@@ -51,6 +51,8 @@ pub struct FieldInfo {
     pub message: Option<usize>,
     /// Index in `SchemaInfo::enums` when the field holds an enum.
     pub enumeration: Option<usize>,
+    /// `repeated` (maps are not).
+    pub repeated: bool,
     /// The Kubernetes minor whose schema of this version first has the field (`25` for 1.25).
     pub since: u8,
 }

@@ -50,6 +50,39 @@ pub fn scan(
     Walk { schema, limits, losses }.message(message, bytes, &mut path)
 }
 
+/// One step of the path to where the walk is: a field, or an element of a repeated one.
+#[derive(Clone, Copy)]
+enum Step<'s> {
+    Field(&'s str),
+    Index(usize),
+}
+
+/// `config`, `mounts`, [2] → `config.mounts[2]`.
+fn render(path: &[Step<'_>]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Field(name) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn at(path: &[Step<'_>], last: &str) -> String {
+    let parent = render(path);
+    if parent.is_empty() {
+        last.to_string()
+    } else {
+        format!("{parent}.{last}")
+    }
+}
+
 struct Walk<'s, 'l, 'v> {
     schema: &'s SchemaInfo,
     limits: Limits<'l>,
@@ -78,10 +111,12 @@ impl Found<'_> {
 }
 
 impl<'s> Walk<'s, '_, '_> {
-    fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<&'s str>) -> Result<(), Malformed> {
+    fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<Step<'s>>) -> Result<(), Malformed> {
         let info: &'s MessageInfo = &self.schema.messages[message];
+        // How many elements of each repeated message field have been seen, for `[i]` in paths.
+        let mut seen: Vec<(u32, usize)> = Vec::new();
         while !bytes.is_empty() {
-            let found = next(&mut bytes).map_err(|what| Malformed { path: path.join("."), what })?;
+            let found = next(&mut bytes).map_err(|what| Malformed { path: render(path), what })?;
             let Some(field) = info.field(found.number) else {
                 if self.limits.unknown {
                     self.unknown_field(info, found.number, path);
@@ -98,8 +133,24 @@ impl<'s> Walk<'s, '_, '_> {
                 self.enum_values(info, field, enumeration, &found, path)?;
             }
             if let (Some(nested), 2) = (field.message, found.wire_type) {
-                path.push(field.name);
-                self.message(nested, found.value, path)?;
+                path.push(Step::Field(field.name));
+                if field.repeated {
+                    let index = match seen.iter_mut().find(|(n, _)| *n == field.number) {
+                        Some((_, count)) => {
+                            *count += 1;
+                            *count - 1
+                        }
+                        None => {
+                            seen.push((field.number, 1));
+                            0
+                        }
+                    };
+                    path.push(Step::Index(index));
+                    self.message(nested, found.value, path)?;
+                    path.pop();
+                } else {
+                    self.message(nested, found.value, path)?;
+                }
                 path.pop();
             }
         }
@@ -113,7 +164,7 @@ impl<'s> Walk<'s, '_, '_> {
         field: &'s FieldInfo,
         enumeration: usize,
         found: &Found<'_>,
-        path: &[&'s str],
+        path: &[Step<'s>],
     ) -> Result<(), Malformed> {
         let check = |walk: &mut Self, number: u64| {
             let number = number as i32;
@@ -133,8 +184,8 @@ impl<'s> Walk<'s, '_, '_> {
             2 => {
                 let mut packed = found.value;
                 while !packed.is_empty() {
-                    let value =
-                        varint(&mut packed).ok_or(Malformed { path: path.join("."), what: "truncated packed enum" })?;
+                    let value = varint(&mut packed)
+                        .ok_or_else(|| Malformed { path: render(path), what: "truncated packed enum" })?;
                     check(self, value);
                 }
             }
@@ -143,29 +194,27 @@ impl<'s> Walk<'s, '_, '_> {
         Ok(())
     }
 
-    fn unknown_field(&mut self, info: &MessageInfo, number: u32, path: &[&str]) {
+    fn unknown_field(&mut self, info: &MessageInfo, number: u32, path: &[Step<'_>]) {
         let same = |recorded: &str| {
             recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix(".#")).and_then(|n| n.parse().ok())
                 == Some(number)
         };
-        record(self.losses, same, || {
-            let at = if path.is_empty() { format!("#{number}") } else { format!("{}.#{number}", path.join(".")) };
-            Loss {
-                path: at,
-                field: Cow::Owned(format!("{}.#{number}", info.name)),
-                reason: LossReason::UnknownField,
-                more: 0,
-            }
+        record(self.losses, same, || Loss {
+            path: at(path, &format!("#{number}")),
+            field: Cow::Owned(format!("{}.#{number}", info.name)),
+            reason: LossReason::UnknownField,
+            more: 0,
         });
     }
 
-    fn lose(&mut self, info: &MessageInfo, field: &FieldInfo, path: &[&str], reason: LossReason) {
+    fn lose(&mut self, info: &MessageInfo, field: &FieldInfo, path: &[Step<'_>], reason: LossReason) {
         let same =
             |recorded: &str| recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix('.')) == Some(field.name);
-        record(self.losses, same, || {
-            let at =
-                if path.is_empty() { field.name.to_string() } else { format!("{}.{}", path.join("."), field.name) };
-            Loss { path: at, field: Cow::Owned(format!("{}.{}", info.name, field.name)), reason, more: 0 }
+        record(self.losses, same, || Loss {
+            path: at(path, field.name),
+            field: Cow::Owned(format!("{}.{}", info.name, field.name)),
+            reason,
+            more: 0,
         });
     }
 }
