@@ -1048,3 +1048,63 @@ async fn v1_remove_pod(rt: &mut V1Runtime, context: &str, pod: String) {
     let remove = v1::RemovePodSandboxRequest { pod_sandbox_id: pod };
     expect(context, "RemovePodSandbox", rt.remove_pod_sandbox(remove).await);
 }
+
+/// A v1 pod asking for a user namespace (mode POD with ID mappings), on each build:
+/// - containerd 1.4.13 (v1alpha2, the 1.19 schema, which has no `userns_options`): refused, and
+///   containerd has no pod;
+/// - containerd 1.6.20 (v1 at the 1.25 schema: it decodes `userns_options` but never applies
+///   it): refused on passthrough too;
+/// - containerd 1.7.24 (the first that reads it): forwarded; containerd answers for itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_namespace_reaches_only_a_containerd_that_applies_it() {
+    for (build, release, refused) in
+        [(Build::V1_4, "1.4.", true), (Build::System, "1.6.", true), (Build::V1_7, "1.7.", false)]
+    {
+        let ctd = Containerd::start_build(build).await;
+        let dir = common::TempDir::new("ctd-userns");
+        let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, None)).await;
+        let mut rt = V1Runtime::new(common::channel(&bridge.socket));
+        let version = expect("userns", "Version", rt.version(v1::VersionRequest::default()).await);
+        let context = format!("containerd {}", version.runtime_version);
+        assert!(version.runtime_version.trim_start_matches('v').starts_with(release), "{context}: expected {release}x");
+
+        let mut config = v1_pod_config("userns", &ctd.pod_logs.join("userns"));
+        let mapping = vec![v1::IdMapping { host_id: 200000, container_id: 0, length: 65536 }];
+        let namespaces = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+        namespaces.namespace_options = Some(v1::NamespaceOption {
+            userns_options: Some(v1::UserNamespace {
+                mode: v1::NamespaceMode::Pod as i32,
+                uids: mapping.clone(),
+                gids: mapping,
+            }),
+            ..Default::default()
+        });
+        let answer = rt.run_pod_sandbox(v1::RunPodSandboxRequest { config: Some(config), ..Default::default() }).await;
+        if refused {
+            let status = answer.expect_err("a user namespace must be refused");
+            assert_eq!(status.code(), Code::FailedPrecondition, "{context}: {}", describe(&status));
+            for part in ["RunPodSandbox", "userns_options", "security", "refused by the loss policy"] {
+                assert!(status.message().contains(part), "{context}: {:?} lacks {part}", status.message());
+            }
+            let (pods, _) = direct_ids(&ctd).await;
+            assert!(pods.is_empty(), "{context}: containerd has pods: {pods:?}");
+        } else {
+            // Not refused by cri-bridge: containerd received it and answered itself.
+            match answer {
+                Ok(pod) => {
+                    eprintln!("{context}: the user-namespaced pod runs");
+                    v1_remove_pod(&mut rt, &context, pod.into_inner().pod_sandbox_id).await
+                }
+                Err(status) => {
+                    eprintln!("{context}: containerd's own answer: {}", describe(&status));
+                    assert!(
+                        !status.message().contains("refused by the loss policy"),
+                        "{context}: cri-bridge refused a user namespace containerd applies: {}",
+                        describe(&status)
+                    )
+                }
+            }
+        }
+        bridge.stop().await;
+    }
+}
