@@ -492,3 +492,25 @@ fn a_runtime_that_does_not_report_a_feature_gets_no_request_needing_it() {
     scan::scan(schema, index, &request.encode_to_vec(), limits, &mut losses).unwrap();
     assert!(losses.is_empty(), "{losses:?}");
 }
+
+#[tokio::test]
+async fn a_profile_reaches_a_pre_1_20_runtime_through_its_string_or_is_refused() {
+    let setup = Setup::start("profiles-old", V1alpha2, Some(19)).await;
+    let mut client = setup.client();
+    let profile = |t: v1::security_profile::ProfileType| {
+        Some(v1::SecurityProfile { profile_type: t as i32, localhost_ref: String::new() })
+    };
+    // Seccomp: the conversion writes the string beside the profile; a 1.19 runtime reads the string.
+    let mut seccomp = pod("seccomp", None);
+    let context = seccomp.config.as_mut().unwrap().linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    context.seccomp = profile(v1::security_profile::ProfileType::RuntimeDefault);
+    let before = setup.runtime.memory.calls();
+    client.run_pod_sandbox(seccomp).await.unwrap();
+    assert_eq!(setup.runtime.memory.calls(), before + 1);
+    // A pod-level AppArmor profile has no string form: the runtime would not apply it.
+    let mut apparmor = pod("apparmor", None);
+    let context = apparmor.config.as_mut().unwrap().linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    context.apparmor = profile(v1::security_profile::ProfileType::RuntimeDefault);
+    assert_refused(&setup, client.run_pod_sandbox(apparmor), &["security_context.apparmor", "1.19", "1.20"]).await;
+    setup.stop().await;
+}

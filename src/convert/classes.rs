@@ -114,7 +114,7 @@ pub const FIELDS: &[Classified] = &[
     security("NamespaceOption.pid", "a PID namespace mode the target cannot express"),
     security("NamespaceOption.target_id", "joins another container's PID namespace"),
     security("NamespaceOption.userns_options", "user namespace: without it container root is host root"),
-    behaviour("PodSandboxConfig.windows", "Windows pod settings (HostProcess, run-as user, namespaces)"),
+    security("PodSandboxConfig.windows", "Windows pod security context (HostProcess, run-as user, gMSA, host network)"),
     behaviour("PodSandboxStateValue.state", "a List filter on a state the runtime lacks would widen the answer"),
     behaviour("PortMapping.protocol", "the port would be mapped for another protocol (SCTP as TCP)"),
     security(
@@ -130,7 +130,7 @@ pub const FIELDS: &[Classified] = &[
     behaviour("WindowsContainerResources.rootfs_size_in_bytes", "the root filesystem size would not be limited"),
     security("WindowsContainerSecurityContext.credential_spec", "the gMSA identity the container runs as"),
     security("WindowsContainerSecurityContext.host_process", "a HostProcess container runs on the host"),
-    security("WindowsSandboxSecurityContext.host_process", "a HostProcess pod runs on the host"),
+    security("WindowsNamespaceOption.network", "a Windows network namespace mode the target cannot express"),
     security("WindowsSandboxSecurityContext.namespace_options", "Windows namespace modes (host network)"),
 ];
 

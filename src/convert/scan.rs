@@ -113,6 +113,7 @@ impl Found<'_> {
 impl<'s> Walk<'s, '_, '_> {
     fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<Step<'s>>) -> Result<(), Malformed> {
         let info: &'s MessageInfo = &self.schema.messages[message];
+        let whole = bytes;
         // How many elements of each repeated message field have been seen, for `[i]` in paths.
         let mut seen: Vec<(u32, usize)> = Vec::new();
         while !bytes.is_empty() {
@@ -124,7 +125,7 @@ impl<'s> Walk<'s, '_, '_> {
                 continue;
             };
             if let Some(block) = self.limits.blocked.and_then(|b| b[field.id]) {
-                if found.is_set(field) && !is_neutral(info, field, found.value) {
+                if found.is_set(field) && !is_carried_anyway(info, field, found.value, whole) {
                     self.lose(info, field, path, LossReason::Blocked(block));
                 }
                 continue;
@@ -219,10 +220,16 @@ impl<'s> Walk<'s, '_, '_> {
     }
 }
 
-/// A set value that asks for what a runtime does anyway when it ignores the field: the kubelet
-/// sends `userns_options { mode: NODE }` (the host user namespace, no mappings) for every pod.
-fn is_neutral(info: &MessageInfo, field: &FieldInfo, value: &[u8]) -> bool {
-    (info.name, field.name) == ("NamespaceOption", "userns_options") && crate::convert::userns_is_host(value)
+/// A set field the runtime does not read, whose meaning reaches it all the same: a
+/// `userns_options { mode: NODE }` without mappings (the kubelet sends it for every pod) asks for
+/// what a runtime ignoring the field does anyway; a seccomp or AppArmor profile whose deprecated
+/// string says the same is applied from the string by a runtime before 1.20. `message` is the
+/// whole message that holds the field.
+fn is_carried_anyway(info: &MessageInfo, field: &FieldInfo, value: &[u8], message: &[u8]) -> bool {
+    match (info.name, field.name) {
+        ("NamespaceOption", "userns_options") => crate::convert::userns_is_host(value),
+        (context, profile) => super::exceptions::profile_carried_by_string(context, profile, message),
+    }
 }
 
 fn next<'b>(bytes: &mut &'b [u8]) -> Result<Found<'b>, &'static str> {

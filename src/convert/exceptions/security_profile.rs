@@ -95,3 +95,12 @@ pub fn reconcile<P: ProfileMessage>(kind: ProfileKind, string: &mut String, mess
         }
     }
 }
+
+/// True when the deprecated string says what the profile says: a runtime that reads only the
+/// string (before 1.20) applies the same profile.
+pub fn string_carries(kind: ProfileKind, string: &str, profile: &Option<v1::SecurityProfile>) -> bool {
+    match profile.as_ref().map(ProfileMessage::profile) {
+        Some(Some(profile)) => Profile::parse(kind, string) == Some(profile),
+        _ => false,
+    }
+}
