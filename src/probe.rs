@@ -72,6 +72,16 @@ pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
     Ok(report)
 }
 
+/// Whether the runtime would ignore some security or behaviour field of its version.
+fn ignores_classified(profile: &RuntimeProfile) -> bool {
+    let schema = profile.version.schema();
+    let blocked = profile.blocked(schema);
+    FIELDS
+        .iter()
+        .filter(|c| c.class != Class::Advisory)
+        .any(|c| schema.field_by_name(c.field).is_some_and(|(_, f)| blocked[f.id].is_some()))
+}
+
 fn yes(b: bool) -> &'static str {
     if b {
         "yes"
@@ -106,7 +116,14 @@ impl fmt::Display for ProbeReport {
                 .filter(|c| c.class != Class::Advisory)
                 .filter_map(|c| {
                     let (_, field) = schema.field_by_name(c.field)?;
-                    Some(format!("    {} ({}): {}", c.field, c.class, blocked[field.id]?))
+                    let block = blocked[field.id]?;
+                    let also = match c.field.rsplit('.').next() {
+                        Some("seccomp" | "apparmor") if c.field != "LinuxSandboxSecurityContext.apparmor" => {
+                            " (unless the deprecated string says the same: the runtime reads that)"
+                        }
+                        _ => "",
+                    };
+                    Some(format!("    {} ({}): {block}{also}", c.field, c.class))
                 })
                 .collect();
             if refused.is_empty() {
@@ -129,7 +146,9 @@ impl fmt::Display for ProbeReport {
                     wanted.join(" or ")
                 )?;
             } else {
-                writeln!(f, "  kubelet {kubelets:<15} directly (CRI {})", direct.join(", "))?;
+                let ignores = self.profiles.iter().any(|p| speaks.contains(&p.version) && ignores_classified(p));
+                let note = if ignores { "; it ignores the fields above, which cri-bridge refuses instead" } else { "" };
+                writeln!(f, "  kubelet {kubelets:<15} directly (CRI {}{note})", direct.join(", "))?;
             }
         }
         Ok(())

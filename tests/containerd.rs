@@ -1108,3 +1108,50 @@ async fn a_user_namespace_reaches_only_a_containerd_that_applies_it() {
         bridge.stop().await;
     }
 }
+
+/// `cri-bridge probe` against real containerd names the revision it decodes, where that came
+/// from, and the classified fields it would not act on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_names_each_containerds_revision_and_what_it_would_not_act_on() {
+    let cases: [(Build, &[&str], &[&str]); 3] = [
+        (
+            Build::V1_4,
+            &[
+                "CRI v1alpha2 at the Kubernetes 1.19 revision (containerd 1.4.",
+                "NamespaceOption.userns_options (security)",
+            ],
+            &[],
+        ),
+        (
+            Build::System,
+            &[
+                "CRI v1 at the Kubernetes 1.25 revision (containerd 1.6.",
+                "CRI v1alpha2 at the Kubernetes 1.25 revision",
+                "NamespaceOption.userns_options (security): the runtime decodes it but does not act on it",
+                "Mount.recursive_read_only (security): the runtime's CRI revision (Kubernetes 1.25) predates it (1.30)",
+                "features reported: none",
+            ],
+            &[],
+        ),
+        (
+            Build::V1_7,
+            &[
+                "CRI v1 at the Kubernetes 1.27 revision (containerd 1.7.",
+                "Capability.add_ambient_capabilities (security)",
+            ],
+            &["NamespaceOption.userns_options (security)", "Mount.uidMappings (security)"],
+        ),
+    ];
+    for (build, present, absent) in cases {
+        let ctd = Containerd::start_build(build).await;
+        let report = cri_bridge::probe::probe(&ctd.socket).await.expect("probe").to_string();
+        println!("{report}");
+        let v1_part = report.split("CRI v1alpha2:").next().unwrap_or(&report).to_string();
+        for line in present {
+            assert!(report.contains(line), "{line:?} missing from:\n{report}");
+        }
+        for line in absent {
+            assert!(!v1_part.contains(line), "{line:?} should not be in the v1 part of:\n{report}");
+        }
+    }
+}
