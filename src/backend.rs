@@ -27,6 +27,8 @@ pub struct Discovered {
     /// The connection count when the probe began; a newer connection means "probe again".
     pub connection: u64,
     pub profile: Arc<Understanding>,
+    /// When the probe answered.
+    pub at: std::time::Instant,
 }
 
 /// What the runtime understands, and the per-field table the request scan uses.
@@ -116,7 +118,12 @@ impl Backend {
         // Read before the probe: a reconnection during it makes the result stale at once.
         let connection = self.connections.load(Ordering::SeqCst);
         let (version, profile) = self.probe().await?;
-        let found = Discovered { version, connection, profile: Arc::new(Understanding::new(profile)) };
+        let found = Discovered {
+            version,
+            connection,
+            profile: Arc::new(Understanding::new(profile)),
+            at: std::time::Instant::now(),
+        };
         let previous = self.discovered.write().unwrap_or_else(|e| e.into_inner()).replace(found.clone());
         if previous.map(|p| p.profile.runtime.clone()).as_ref() != Some(&found.profile.runtime) {
             let runtime = &found.profile.runtime;

@@ -119,8 +119,17 @@ impl Forwarder {
                 None => backend.version().await?,
             };
             let plan = self.plan(rpc, found.version);
-            let target =
-                plan.backend.ok_or_else(|| Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version })?;
+            let Some(target) = plan.backend else {
+                // The runtime may have been upgraded since it was probed, with no call (and so no
+                // reconnection) in between: ask again before saying it lacks the RPC, at most
+                // once a second.
+                if !retried && found.at.elapsed() > REPROBE_AFTER {
+                    backend.forget();
+                    retried = true;
+                    continue;
+                }
+                return Err(Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version }.into());
+            };
             let converted = self.convert_request(rpc, &plan, &found, &body)?;
             let mut outgoing = Request::from_parts(forwardable(&metadata), Extensions::new(), converted);
             if let Some(deadline) = deadline {
@@ -218,6 +227,10 @@ impl Forwarder {
         Ok(converted.into())
     }
 }
+
+/// How old a discovery must be before an RPC missing from its version makes cri-bridge probe
+/// again (a runtime upgraded while no call was made).
+const REPROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// From this revision `ContainerEventResponse` #4 is a `PodSandboxStatus`; before (1.25) it was
 /// a `PodSandboxMetadata`, which does not decode as one.
