@@ -514,3 +514,20 @@ async fn a_profile_reaches_a_pre_1_20_runtime_through_its_string_or_is_refused()
     assert_refused(&setup, client.run_pod_sandbox(apparmor), &["security_context.apparmor", "1.19", "1.20"]).await;
     setup.stop().await;
 }
+
+#[tokio::test]
+async fn extreme_deadlines_are_handled_not_panicked_on() {
+    let setup = Setup::start("deadline-extremes", V1, None).await;
+    let client = cri_bridge::grpc::CriClient::new(channel(&setup.bridge.socket), 1 << 20);
+    let rpc = cri_bridge::grpc::Rpc::from_path("/runtime.v1.RuntimeService/Version").unwrap();
+    for (timeout, ok) in [("99999999H", true), ("1n", false), ("0m", false), ("junk", true)] {
+        let mut request = Request::new(bytes::Bytes::new());
+        request.metadata_mut().insert("grpc-timeout", timeout.parse().unwrap());
+        let answer = client.unary(rpc, request).await;
+        match ok {
+            true => assert!(answer.is_ok(), "{timeout}: {answer:?}"),
+            false => assert_eq!(answer.unwrap_err().code(), Code::DeadlineExceeded, "{timeout}"),
+        }
+    }
+    setup.stop().await;
+}
