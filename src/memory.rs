@@ -63,6 +63,8 @@ pub struct MemoryRuntime {
     state: Mutex<State>,
     /// Request metadata of the latest call of each method, by method name.
     metadata: Mutex<HashMap<&'static str, MetadataMap>>,
+    /// Calls served per method.
+    calls_by_method: Mutex<HashMap<&'static str, u64>>,
     calls: AtomicU64,
     ids: AtomicU64,
     id_hasher: RandomState,
@@ -120,6 +122,7 @@ impl MemoryRuntime {
         Arc::new(MemoryRuntime {
             state: Mutex::new(state),
             metadata: Mutex::new(HashMap::new()),
+            calls_by_method: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             id_hasher: RandomState::new(),
@@ -133,6 +136,12 @@ impl MemoryRuntime {
     pub fn last_metadata(&self, method: &str) -> Option<MetadataMap> {
         let method = method.rsplit('/').next().unwrap_or(method);
         lock(&self.metadata).get(method).cloned()
+    }
+
+    /// How many calls of `method` (`ListPodSandbox`) the runtime has served, in any version.
+    pub fn calls_of(&self, method: &str) -> u64 {
+        let method = method.rsplit('/').next().unwrap_or(method);
+        lock(&self.calls_by_method).get(method).copied().unwrap_or(0)
     }
 
     /// How many calls the runtime has served (unknown methods included).
@@ -840,6 +849,7 @@ impl MemoryRuntime {
     /// Records the call; returns the `traceparent` to echo.
     fn record(&self, rpc: Rpc, metadata: &MetadataMap) -> Option<MetadataValue<tonic::metadata::Ascii>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.calls_by_method).entry(rpc.info.method).or_insert(0) += 1;
         lock(&self.metadata).insert(rpc.info.method, metadata.clone());
         metadata.get(TRACEPARENT).cloned()
     }

@@ -66,7 +66,7 @@ async fn a_runtime_restarted_speaking_another_version_is_rediscovered() {
     version_eventually(&mut client).await.unwrap();
     let status = client.checkpoint_container(checkpoint()).await.unwrap_err();
     assert_eq!(status.code(), Code::NotFound, "the call now reaches the v1 runtime: {status:?}");
-    assert!(new.memory.last_metadata("CheckpointContainer").is_some());
+    assert_eq!(new.memory.calls_of("CheckpointContainer"), 1);
 
     // And downgraded again: v1alpha1 only.
     new.stop().await;
@@ -74,7 +74,7 @@ async fn a_runtime_restarted_speaking_another_version_is_rediscovered() {
     version_eventually(&mut client).await.unwrap();
     let listed = client.list_pod_sandbox(v1::ListPodSandboxRequest::default()).await.unwrap();
     assert!(listed.into_inner().items.is_empty());
-    assert!(oldest.memory.last_metadata("ListPodSandbox").is_some());
+    assert_eq!(oldest.memory.calls_of("ListPodSandbox"), 1);
     bridge.stop().await;
     oldest.stop().await;
 }
@@ -123,10 +123,11 @@ async fn a_separate_image_endpoint_is_discovered_on_its_own() {
     let bridge = Bridge::start(config).await;
     let mut image_client = v1::image_service_client::ImageServiceClient::new(channel(&bridge.socket));
     image_client.list_images(v1::ListImagesRequest::default()).await.unwrap();
-    assert!(images.memory.last_metadata("ListImages").is_some());
-    assert!(runtime.memory.last_metadata("ListImages").is_none());
+    assert_eq!(images.memory.calls_of("ListImages"), 1);
+    assert_eq!(runtime.memory.calls_of("ListImages"), 0);
     V1Runtime::new(channel(&bridge.socket)).list_pod_sandbox(v1::ListPodSandboxRequest::default()).await.unwrap();
-    assert!(runtime.memory.last_metadata("ListPodSandbox").is_some());
+    assert_eq!(runtime.memory.calls_of("ListPodSandbox"), 1);
+    assert_eq!(images.memory.calls_of("ListPodSandbox"), 0);
     bridge.stop().await;
     runtime.stop().await;
     images.stop().await;
@@ -177,8 +178,8 @@ async fn an_image_endpoint_that_serves_only_images_is_discovered() {
     let listed = image_client.list_images(v1::ListImagesRequest::default()).await.unwrap().into_inner();
     let tags: Vec<&String> = listed.images.iter().flat_map(|i| &i.repo_tags).collect();
     assert!(tags.iter().any(|t| t.ends_with("busybox:1")), "the pulled image is listed: {tags:?}");
-    assert!(memory.last_metadata("ListImages").is_some(), "the image-only server answered");
-    assert!(runtime.memory.last_metadata("ListImages").is_none());
+    assert_eq!(memory.calls_of("ListImages"), 1, "the image-only server answered");
+    assert_eq!(runtime.memory.calls_of("ListImages"), 0);
     bridge.stop().await;
     runtime.stop().await;
     images.abort();

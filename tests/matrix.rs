@@ -142,6 +142,7 @@ async fn every_rpc(pair: &Pair, frontend: CriVersion, backend: CriVersion) {
     let client = CriClient::new(pair.channel(), 16 << 20);
     for info in frontend.schema().rpcs {
         let rpc = Rpc { version: frontend, info };
+        let before = pair.runtime.memory.calls_of(info.method);
         let result = if info.server_streaming {
             match client.server_streaming(rpc, Request::new(Bytes::new())).await {
                 Ok(response) => {
@@ -160,9 +161,10 @@ async fn every_rpc(pair: &Pair, frontend: CriVersion, backend: CriVersion) {
                 if let Err(status) = &result {
                     assert_ne!(status.code(), Code::Unimplemented, "{frontend}→{backend} {}: {status:?}", rpc.name());
                 }
-                assert!(
-                    pair.runtime.memory.last_metadata(info.method).is_some(),
-                    "{frontend}→{backend} {} never reached the runtime: {result:?}",
+                assert_eq!(
+                    pair.runtime.memory.calls_of(info.method),
+                    before + 1,
+                    "{frontend}→{backend} {} reached the runtime once: {result:?}",
                     rpc.name()
                 );
             }
@@ -173,7 +175,7 @@ async fn every_rpc(pair: &Pair, frontend: CriVersion, backend: CriVersion) {
                     status.message().contains(backend.as_str()) && status.message().contains(info.method),
                     "{status:?}"
                 );
-                assert!(pair.runtime.memory.last_metadata(info.method).is_none());
+                assert_eq!(pair.runtime.memory.calls_of(info.method), before, "never sent to the runtime");
             }
         }
     }
