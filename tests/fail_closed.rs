@@ -228,6 +228,15 @@ async fn runtime_handlers_and_stop_signal_are_refused_where_they_cannot_go() {
     // A ListImages filter the runtime cannot apply would widen the answer: refused, not widened.
     let list = v1::ListImagesRequest { filter: Some(v1::ImageFilter { image: Some(spec) }) };
     assert_refused(&setup, images.list_images(list), &["filter.image.runtime_handler", "widen"]).await;
+    // Even a field that is only a hint elsewhere (advisory) would widen a filter.
+    let hint =
+        v1::ImageSpec { image: "busybox".into(), user_specified_image: "busybox:1".into(), ..Default::default() };
+    let list = v1::ListImagesRequest { filter: Some(v1::ImageFilter { image: Some(hint.clone()) }) };
+    assert_refused(&setup, images.list_images(list), &["filter.image.user_specified_image", "widen"]).await;
+    // Outside a filter it is advisory: warned about, and the pull goes through.
+    let before = setup.runtime.memory.calls_of("PullImage");
+    images.pull_image(v1::PullImageRequest { image: Some(hint), ..Default::default() }).await.unwrap();
+    assert_eq!(setup.runtime.memory.calls_of("PullImage"), before + 1);
 
     let mut client = setup.client();
     let pod_id = client.run_pod_sandbox(pod("p", None)).await.unwrap().into_inner().pod_sandbox_id;
@@ -301,6 +310,7 @@ fn an_unknown_state_in_an_answer_reads_as_unknown_or_not_ready_never_as_another_
     let got = cri_bridge::api::v1alpha2::ContainerStatusResponse::decode(bytes.as_slice()).unwrap();
     assert_eq!(got.status.unwrap().state, cri_bridge::api::v1alpha2::ContainerState::ContainerUnknown as i32);
     assert_eq!(cx.loss_count(), 1);
+    assert!(cx.losses().is_empty(), "answer losses are counted, not recorded one by one");
 
     let route = Route::new("PodSandboxStatusResponse", V1, V1alpha1).unwrap();
     let answer = v1::PodSandboxStatusResponse {

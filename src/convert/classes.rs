@@ -169,16 +169,11 @@ pub const ADVISORY_MESSAGES: &[&str] = &[
 
 /// The class of a lost field `Message.field` (or `Message.#N`) found at `path`.
 pub fn class_of(field: &str, path: &str) -> (Class, &'static str) {
-    const FILTER: &str = "a List filter the runtime cannot apply would widen the answer";
-    let in_filter = path.starts_with("filter.") || path.contains(".filter.");
-    if let Some(message) = field.split_once(".#").map(|(m, _)| m) {
-        return match class_of_unknown(message) {
-            Class::Advisory if in_filter => (Class::Behaviour, FILTER),
-            class => (class, "a field cri-bridge's schema does not know: its meaning cannot be judged"),
-        };
+    if path.starts_with("filter.") || path.contains(".filter.") {
+        return (Class::Behaviour, "a List filter the runtime cannot apply would widen the answer");
     }
-    if in_filter {
-        return (Class::Behaviour, FILTER);
+    if let Some((message, _)) = field.split_once(".#") {
+        return (class_of_unknown(message), "a field cri-bridge's schema does not know: its meaning cannot be judged");
     }
     match FIELDS.iter().find(|c| c.field == field) {
         Some(c) => (c.class, c.why),
