@@ -213,8 +213,8 @@ fn convert_expr(message: &str, f: &Field, src: &str, dir: Direction) -> String {
         (Kind::Message(_), Label::Single) => format!("cx.message({key}, {src})"),
         (Kind::Message(_), Label::Repeated) => format!("cx.messages({key}, {src})"),
         (Kind::Enum(e), Label::Single) => format!("cx.enum_value({key}, {src}, enum_{}_{suffix})", snake_ident(e)),
-        (Kind::Enum(e), Label::Repeated) => format!("cx.enum_values({key}, {src}, enum_{}_{suffix})", snake_ident(e)),
-        _ => panic!("{message}.{}: maps with message or enum values are not supported", f.name),
+        // CRI has no repeated enum field, and no map of messages or enums: none is generated.
+        _ => panic!("{message}.{}: repeated enums and maps of messages or enums are not supported", f.name),
     }
 }
 

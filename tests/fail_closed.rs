@@ -312,6 +312,18 @@ fn an_unknown_state_in_an_answer_reads_as_unknown_or_not_ready_never_as_another_
     assert_eq!(cx.loss_count(), 1);
     assert!(cx.losses().is_empty(), "answer losses are counted, not recorded one by one");
 
+    let route = Route::new("ListContainersResponse", V1, V1alpha2).unwrap();
+    let container = |id: &str| v1::Container { id: id.into(), state: 9, ..Default::default() };
+    let answer = v1::ListContainersResponse { containers: vec![container("a"), container("b"), container("c")] };
+    let mut cx = cri_bridge::convert::Cx::counting();
+    let bytes = route.run(&answer.encode_to_vec(), &mut cx).unwrap();
+    let got = cri_bridge::api::v1alpha2::ListContainersResponse::decode(bytes.as_slice()).unwrap();
+    assert!(got
+        .containers
+        .iter()
+        .all(|c| c.state == cri_bridge::api::v1alpha2::ContainerState::ContainerUnknown as i32));
+    assert_eq!(cx.loss_count(), 3);
+
     let route = Route::new("PodSandboxStatusResponse", V1, V1alpha1).unwrap();
     let answer = v1::PodSandboxStatusResponse {
         status: Some(v1::PodSandboxStatus { id: "p".into(), state: 5, ..Default::default() }),

@@ -84,18 +84,6 @@ impl Cx {
         })
     }
 
-    /// Converts a repeated enum field; values with no counterpart are losses and are left out.
-    pub fn enum_values(&mut self, field: &'static str, values: Vec<i32>, map: fn(i32) -> Result<i32, i32>) -> Vec<i32> {
-        let mut out = Vec::with_capacity(values.len());
-        for value in values {
-            match map(value) {
-                Ok(v) => out.push(v),
-                Err(_) => self.lost(field, LossReason::EnumValue(value)),
-            }
-        }
-        out
-    }
-
     /// Records that `field` (as `Message.field`) was set and could not be carried.
     pub fn lost(&mut self, field: &'static str, reason: LossReason) {
         self.count += 1;
