@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 /// Message fields are generated down to this depth (the top-level message is depth 0).
-pub const MAX_DEPTH: usize = 4;
+pub const MAX_DEPTH: usize = 6;
 
 // ---------------------------------------------------------------------------------------------
 // Schema
