@@ -169,9 +169,8 @@ impl Features {
     }
 }
 
-/// The revision from which `Status` reports handler features, and runtime features.
+/// The revision from which `Status` reports handler features (runtime features from 1.31).
 pub const HANDLER_FEATURES_SINCE: u8 = 30;
-pub const RUNTIME_FEATURES_SINCE: u8 = 31;
 
 /// What one runtime understands, as far as cri-bridge can tell.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -289,13 +288,11 @@ impl RuntimeProfile {
                 blocked[field.id].get_or_insert(Block::NotHonoured(u.why));
             }
         }
+        // (A field newer than the report, like supplemental_groups_policy at 1.30, is blocked by
+        // the revision already.)
         if let Some(features) = &self.features {
             for (name, feature, has) in NEEDS_FEATURE {
-                let reported = match *name {
-                    n if n.ends_with("supplemental_groups_policy") => self.minor >= RUNTIME_FEATURES_SINCE,
-                    _ => true,
-                };
-                if reported && !has(features) {
+                if !has(features) {
                     if let Some((_, field)) = schema.field_by_name(name) {
                         blocked[field.id].get_or_insert(Block::FeatureMissing(feature));
                     }

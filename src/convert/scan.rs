@@ -131,7 +131,7 @@ impl<'s> Walk<'s, '_, '_> {
                 continue;
             }
             if let Some(enumeration) = field.enumeration {
-                self.enum_values(info, field, enumeration, &found, path)?;
+                self.enum_value(info, field, enumeration, &found, path);
             }
             if let (Some(nested), 2) = (field.message, found.wire_type) {
                 path.push(Step::Field(field.name));
@@ -158,41 +158,29 @@ impl<'s> Walk<'s, '_, '_> {
         Ok(())
     }
 
-    /// Checks an enum field's value (or packed values) against the schema and the revision.
-    fn enum_values(
+    /// Checks an enum field's value against the schema and the revision. (CRI has no repeated
+    /// enum field, so an enum is one varint; another wire type does not decode at all, and the
+    /// conversion or the runtime refuses it.)
+    fn enum_value(
         &mut self,
         info: &'s MessageInfo,
         field: &'s FieldInfo,
         enumeration: usize,
         found: &Found<'_>,
         path: &[Step<'s>],
-    ) -> Result<(), Malformed> {
-        let check = |walk: &mut Self, number: u64| {
-            let number = number as i32;
-            match walk.schema.enums[enumeration].value(number) {
-                None if walk.limits.unknown => walk.lose(info, field, path, LossReason::EnumValue(number)),
-                Some(v) if walk.limits.blocked.is_some() && v.since > walk.limits.minor => walk.lose(
-                    info,
-                    field,
-                    path,
-                    LossReason::Blocked(Block::Revision { runtime: walk.limits.minor, field: v.since }),
-                ),
-                _ => {}
-            }
-        };
-        match found.wire_type {
-            0 => check(self, found.varint),
-            2 => {
-                let mut packed = found.value;
-                while !packed.is_empty() {
-                    let value = varint(&mut packed)
-                        .ok_or_else(|| Malformed { path: render(path), what: "truncated packed enum" })?;
-                    check(self, value);
-                }
+    ) {
+        if found.wire_type != 0 {
+            return;
+        }
+        let number = found.varint as i32;
+        match self.schema.enums[enumeration].value(number) {
+            None if self.limits.unknown => self.lose(info, field, path, LossReason::EnumValue(number)),
+            Some(v) if self.limits.blocked.is_some() && v.since > self.limits.minor => {
+                let block = Block::Revision { runtime: self.limits.minor, field: v.since };
+                self.lose(info, field, path, LossReason::Blocked(block))
             }
             _ => {}
         }
-        Ok(())
     }
 
     fn unknown_field(&mut self, info: &MessageInfo, number: u32, path: &[Step<'_>]) {

@@ -1,0 +1,138 @@
+//! The revision model at its edges: release strings, the features report, what counts as
+//! reported, and a runtime configured newer than cri-bridge's schema.
+
+mod common;
+
+use common::{channel, Bridge, Runtime, TempDir};
+use cri_bridge::api::v1;
+use cri_bridge::revision::{parse_minor, parse_release, Block, Features, RuntimeProfile, Source};
+use cri_bridge::CriVersion::{V1alpha1, V1alpha2, V1};
+use prost::Message;
+use tonic::{Code, Request};
+
+#[test]
+fn release_strings_parse_as_runtimes_write_them() {
+    assert_eq!(parse_release("v1.6.20"), Some((1, 6, 20)));
+    assert_eq!(parse_release("1.6.20~ds1"), Some((1, 6, 20)));
+    assert_eq!(parse_release("1.36.3"), Some((1, 36, 3)));
+    assert_eq!(parse_release("1.7.24+unknown"), Some((1, 7, 24)));
+    assert_eq!(parse_release("2"), Some((2, 0, 0)));
+    assert_eq!(parse_release("1.x.3"), Some((1, 0, 0)));
+    assert_eq!(parse_release("unknown"), None);
+    assert_eq!(parse_release(""), None);
+}
+
+#[test]
+fn revision_keys_parse_as_kubernetes_minors() {
+    assert_eq!(parse_minor("1.25"), Some(25));
+    assert_eq!(parse_minor("1.9"), Some(9));
+    assert_eq!(parse_minor("1.8"), None);
+    assert_eq!(parse_minor("2.0"), None);
+    assert_eq!(parse_minor("25"), None);
+    assert_eq!(parse_minor("1.300"), None);
+}
+
+#[test]
+fn patch_boundaries_and_versions_of_the_table() {
+    let minor = |name, release, version| RuntimeProfile::from_version(version, name, release, None).minor;
+    assert_eq!(minor("containerd", "1.6.8", V1), 23);
+    assert_eq!(minor("containerd", "1.6.9", V1), 25);
+    assert_eq!(minor("containerd", "1.7.0", V1), 26);
+    assert_eq!(minor("containerd", "1.7.1", V1), 27);
+    assert_eq!(minor("containerd", "1.3.9", V1alpha2), 10, "older than the table: assumed oldest");
+    // A version the release does not serve is not in the table either.
+    let v1_on_1_4 = RuntimeProfile::from_version(V1, "containerd", "1.4.13", None);
+    assert_eq!((v1_on_1_4.minor, v1_on_1_4.source), (20, Source::Assumed));
+    assert_eq!(RuntimeProfile::from_version(V1alpha1, "containerd", "1.7.24", None).minor, 9);
+    // cri-bridge's own runtime is of its own schema; unknown ones only ignore ambient capabilities.
+    let ours = RuntimeProfile::from_version(V1, cri_bridge::memory::RUNTIME_NAME, "0.1.0", None);
+    assert_eq!((ours.minor, ours.unhonoured.len()), (36, 0));
+    let unknown = RuntimeProfile::unknown(V1, None);
+    assert_eq!(unknown.unhonoured.len(), 1);
+    assert!(unknown.to_string().contains("set backend.revision"), "{unknown}");
+    let configured = RuntimeProfile::from_version(V1, "containerd", "1.6.20", Some(31));
+    assert_eq!((configured.minor, configured.source), (31, Source::Config));
+    assert_eq!(configured.unhonoured.len(), 2, "the table's facts about 1.6 stay");
+}
+
+#[test]
+fn features_count_when_every_handler_reports_them() {
+    let handler = |name: &str, userns, rro| v1::RuntimeHandler {
+        name: name.into(),
+        features: Some(v1::RuntimeHandlerFeatures { user_namespaces: userns, recursive_read_only_mounts: rro }),
+    };
+    let status = |handlers, sgp| v1::StatusResponse {
+        runtime_handlers: handlers,
+        features: Some(v1::RuntimeFeatures { supplemental_groups_policy: sgp, user_namespaces_host_network: false }),
+        ..Default::default()
+    };
+    let both = Features::from_status(&status(vec![handler("", true, true), handler("runsc", true, true)], true));
+    assert_eq!(
+        both,
+        Features { user_namespaces: true, recursive_read_only_mounts: true, supplemental_groups_policy: true }
+    );
+    let one_lacks = Features::from_status(&status(vec![handler("", true, true), handler("runsc", false, true)], false));
+    assert_eq!(
+        one_lacks,
+        Features { user_namespaces: false, recursive_read_only_mounts: true, supplemental_groups_policy: false }
+    );
+    assert_eq!(Features::from_status(&status(vec![], true)).user_namespaces, false, "no handler reports nothing");
+    let silent = v1::StatusResponse {
+        runtime_handlers: vec![v1::RuntimeHandler { name: "".into(), features: None }],
+        ..Default::default()
+    };
+    assert_eq!(Features::from_status(&silent), Features::default());
+
+    assert!(RuntimeProfile::from_version(V1, "containerd", "2.0.0", None).reports_features());
+    assert!(!RuntimeProfile::from_version(V1, "cri-o", "1.29.0", None).reports_features());
+    assert!(RuntimeProfile::from_version(V1, "cri-o", "1.30.0", None).reports_features());
+    assert!(!RuntimeProfile::from_version(V1alpha2, "cri-o", "1.25.0", Some(25)).reports_features());
+}
+
+#[test]
+fn a_missing_feature_blocks_only_its_fields() {
+    let schema = V1.schema();
+    let id = |f: &str| schema.field_by_name(f).unwrap().1.id;
+    let mut profile = RuntimeProfile::from_version(V1, "containerd", "2.3.0", None);
+    profile.features =
+        Some(Features { user_namespaces: true, recursive_read_only_mounts: false, supplemental_groups_policy: false });
+    let blocked = profile.blocked(schema);
+    assert_eq!(blocked[id("NamespaceOption.userns_options")], None);
+    assert!(matches!(blocked[id("Mount.recursive_read_only")], Some(Block::FeatureMissing(_))));
+    assert!(matches!(
+        blocked[id("LinuxContainerSecurityContext.supplemental_groups_policy")],
+        Some(Block::FeatureMissing(_))
+    ));
+    assert!(matches!(
+        blocked[id("LinuxSandboxSecurityContext.supplemental_groups_policy")],
+        Some(Block::FeatureMissing(_))
+    ));
+    assert_eq!(blocked[id("Mount.image")], None);
+    assert!(matches!(blocked[id("Capability.add_ambient_capabilities")], Some(Block::NotHonoured(_))));
+    // Without a report (an older revision), features block nothing beyond the revision.
+    profile.features = None;
+    assert_eq!(profile.blocked(schema)[id("Mount.recursive_read_only")], None);
+}
+
+#[tokio::test]
+async fn a_runtime_configured_newer_than_the_schema_gets_unknown_fields() {
+    for (revision, passes) in [(36, false), (37, true)] {
+        let dir = TempDir::new("newer");
+        let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+        let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
+        config.backend_revision = Some(revision);
+        let bridge = Bridge::start(config).await;
+        // A StopContainerRequest with a field 9 from a schema newer than cri-bridge's.
+        let mut body = v1::StopContainerRequest { container_id: "c".into(), timeout: 1 }.encode_to_vec();
+        prost::encoding::encode_varint(9 << 3, &mut body);
+        prost::encoding::encode_varint(1, &mut body);
+        let client = cri_bridge::grpc::CriClient::new(channel(&bridge.socket), 1 << 20);
+        let rpc = cri_bridge::grpc::Rpc::from_path("/runtime.v1.RuntimeService/StopContainer").unwrap();
+        let answer = client.unary(rpc, Request::new(body.into())).await;
+        let refused = matches!(&answer, Err(s) if s.code() == Code::FailedPrecondition);
+        assert_eq!(!refused, passes, "revision 1.{revision}: {answer:?}");
+        assert_eq!(runtime.memory.calls_of("StopContainer"), u64::from(passes));
+        bridge.stop().await;
+        runtime.stop().await;
+    }
+}
