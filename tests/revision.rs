@@ -76,7 +76,7 @@ fn features_count_when_every_handler_reports_them() {
         one_lacks,
         Features { user_namespaces: false, recursive_read_only_mounts: true, supplemental_groups_policy: false }
     );
-    assert_eq!(Features::from_status(&status(vec![], true)).user_namespaces, false, "no handler reports nothing");
+    assert!(!Features::from_status(&status(vec![], true)).user_namespaces, "no handler reports nothing");
     let silent = v1::StatusResponse {
         runtime_handlers: vec![v1::RuntimeHandler { name: "".into(), features: None }],
         ..Default::default()
