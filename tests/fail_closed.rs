@@ -555,3 +555,19 @@ async fn extreme_deadlines_are_handled_not_panicked_on() {
     }
     setup.stop().await;
 }
+
+#[test]
+fn past_the_first_32_losses_a_field_already_recorded_only_counts() {
+    // 40 env values that are not UTF-8, bound for v1alpha2 (a string field there).
+    let envs = (0..40).map(|i| v1::KeyValue { key: format!("K{i}"), value: vec![0xff, i as u8] }).collect();
+    let request = container("p", v1::ContainerConfig { envs, ..Default::default() });
+    let route = Route::new("CreateContainerRequest", V1, V1alpha2).unwrap();
+    let mut cx = cri_bridge::convert::Cx::new();
+    route.run(&request.encode_to_vec(), &mut cx).unwrap();
+    let losses = cx.into_losses();
+    assert_eq!(losses.len(), MAX_DISTINCT, "{losses:?}");
+    assert!(losses.iter().all(|l| l.field == "KeyValue.value" && l.reason == LossReason::NotUtf8));
+    assert_eq!(losses[0].path, "config.envs[0].value");
+    assert_eq!(losses.iter().map(|l| 1 + l.more).sum::<u64>(), 40);
+    assert_eq!(losses[0].more, 8, "the 8 beyond the record count on the first entry of the field");
+}
