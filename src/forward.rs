@@ -98,7 +98,9 @@ impl Forwarder {
 
     /// Finds the backend's version and the plan for it, then sends the request with `send`.
     /// A call answered `UNIMPLEMENTED` on a connection newer than the discovered version (the
-    /// runtime was restarted, maybe upgraded) was not executed: probe again and retry once.
+    /// runtime was restarted, maybe upgraded) was not executed: probe again and retry once. An
+    /// RPC the discovered version lacks is checked the same way (one probe) when the discovery
+    /// is over a second old, before the caller is told `UNIMPLEMENTED`.
     async fn call<T>(
         &self,
         rpc: Rpc,
