@@ -148,6 +148,11 @@ async fn the_first_call_after_the_runtime_returns_in_another_version_succeeds() 
     let checkpoint = || v1::CheckpointContainerRequest { container_id: "c".into(), location: "/x".into(), timeout: 0 };
     let status = client.checkpoint_container(checkpoint()).await.unwrap_err();
     assert_eq!(status.code(), Code::Unimplemented, "v1alpha2 lacks it: {status:?}");
+    // A discovery under a second old is trusted: asking again costs the runtime nothing.
+    let probes = old.memory.calls_of("Version");
+    let status = client.checkpoint_container(checkpoint()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert_eq!(old.memory.calls_of("Version"), probes, "no probe for a fresh discovery");
 
     // Upgraded underneath, with no call in between (a restart takes a while: more than the one
     // second after which a discovery is checked again): the first call reaches the v1 runtime,
