@@ -211,9 +211,15 @@ pub fn is_connect_error(status: &Status) -> bool {
 }
 
 /// True when the connection to the server went away under the call (closed, or the call was
-/// cancelled with it, or the answer cut short): the server is gone, not answering an error.
+/// cancelled with it, the answer cut short, the socket broken or reset): the server is gone, not
+/// answering an error.
 pub fn is_connection_lost(status: &Status) -> bool {
-    source_of::<hyper::Error>(status).is_some_and(|e| e.is_closed() || e.is_canceled() || e.is_incomplete_message())
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, NotConnected, UnexpectedEof};
+    let Some(error) = source_of::<hyper::Error>(status) else { return false };
+    let broken = std::error::Error::source(error).and_then(|e| e.downcast_ref::<std::io::Error>()).is_some_and(|e| {
+        matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | UnexpectedEof)
+    });
+    error.is_closed() || error.is_canceled() || error.is_incomplete_message() || broken
 }
 
 /// The caller's `grpc-timeout` (`<up to 8 digits><H|M|S|m|u|n>`); `None` when absent or invalid.

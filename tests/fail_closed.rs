@@ -289,6 +289,8 @@ async fn sctp_to_v1alpha1_and_an_unknown_state_filter_are_refused() {
         host_port: 9,
         host_ip: "".into(),
     }];
+    let refused = client.run_pod_sandbox(sctp.clone()).await.unwrap_err();
+    assert_eq!(refused.message().matches("port_mappings[0].protocol").count(), 1, "reported once: {refused:?}");
     assert_refused(&setup, client.run_pod_sandbox(sctp), &["port_mappings[0].protocol", "SCTP as TCP"]).await;
 
     let filter = v1::ListContainersRequest {

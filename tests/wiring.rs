@@ -208,3 +208,141 @@ async fn shutdown_lets_a_call_in_flight_finish() {
     assert_eq!(answer.into_inner().exit_code, 0);
     runtime.stop().await;
 }
+
+/// A byte relay between cri-bridge and the runtime whose connections can be cut at will: a
+/// connection lost under a call, with the runtime itself still there.
+struct Relay {
+    accept: tokio::task::JoinHandle<()>,
+    copies: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    fn start(listen: &std::path::Path, to: &std::path::Path) -> Relay {
+        let listener = tokio::net::UnixListener::bind(listen).unwrap();
+        let copies: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (to, tasks) = (to.to_path_buf(), copies.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let to = to.clone();
+                tasks.lock().unwrap().push(tokio::spawn(async move {
+                    let mut server = tokio::net::UnixStream::connect(to).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }));
+            }
+        });
+        Relay { accept, copies }
+    }
+
+    /// Drops every relayed connection at once (the listener stays).
+    fn cut(&self) {
+        for task in self.copies.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_connection_lost_under_a_call_is_unavailable_naming_the_endpoint_and_then_recovers() {
+    let dir = TempDir::new("cut");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let relay = Relay::start(&dir.path("relay.sock"), &dir.path("runtime.sock"));
+    let bridge = Bridge::start(config(&dir, &dir.path("relay.sock"), None)).await;
+    let mut client = V1Runtime::new(channel(&bridge.socket));
+    let pod_id = client.run_pod_sandbox(pod("p")).await.unwrap().into_inner().pod_sandbox_id;
+    let create = v1::CreateContainerRequest {
+        pod_sandbox_id: pod_id,
+        config: Some(v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "c".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: "busybox".into(), ..Default::default() }),
+            ..Default::default()
+        }),
+        sandbox_config: pod("p").config,
+    };
+    let id = client.create_container(create).await.unwrap().into_inner().container_id;
+    client.start_container(v1::StartContainerRequest { container_id: id.clone() }).await.unwrap();
+
+    let exec = v1::ExecSyncRequest { container_id: id, cmd: vec!["sleep".into(), "5".into()], timeout: 10 };
+    let mut in_flight_client = client.clone();
+    let in_flight = tokio::spawn(async move { in_flight_client.exec_sync(exec).await });
+    while runtime.memory.calls_of("ExecSync") == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.cut();
+    let status = in_flight.await.unwrap().expect_err("the connection was cut under the call");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains(&dir.path("relay.sock").display().to_string()), "names the endpoint: {status:?}");
+
+    // The next call reconnects and is served.
+    let probes = runtime.memory.calls_of("Version");
+    client.list_pod_sandbox(v1::ListPodSandboxRequest::default()).await.unwrap();
+    assert!(runtime.memory.calls_of("Version") > probes, "the lost connection made cri-bridge probe again");
+    bridge.stop().await;
+    relay.accept.abort();
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_call_on_a_new_connection_is_not_sent_twice() {
+    let dir = TempDir::new("once");
+    let socket = dir.path("runtime.sock");
+    let first = Runtime::start(&socket, &[V1]).await;
+    let bridge = Bridge::start(config(&dir, &socket, None)).await;
+    let mut client = V1Runtime::new(channel(&bridge.socket));
+    let status_of = || v1::ContainerStatusRequest { container_id: "nope".into(), verbose: false };
+    assert_eq!(client.container_status(status_of()).await.unwrap_err().code(), Code::NotFound);
+    // Restarted, same version: the first call goes out on a new connection and fails as the
+    // runtime says; only UNIMPLEMENTED there means "not executed", anything else may have run.
+    first.stop().await;
+    let second = Runtime::start(&socket, &[V1]).await;
+    assert_eq!(client.container_status(status_of()).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(second.memory.calls_of("ContainerStatus"), 1, "sent once");
+    bridge.stop().await;
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn an_unimplemented_answer_from_the_runtime_itself_is_passed_on_once() {
+    // The runtime serves v1 images only: RuntimeService calls are UNIMPLEMENTED on a connection
+    // that is not new, so they are the runtime's answer, not a sign of an upgrade.
+    struct ImagesOnly(Arc<MemoryRuntime>, Mutex<u64>);
+    impl Handler for ImagesOnly {
+        fn unary(
+            self: Arc<Self>,
+            rpc: Rpc,
+            request: Request<Bytes>,
+        ) -> BoxFuture<'static, Result<Response<Bytes>, Status>> {
+            if rpc.info.method == "ListContainers" {
+                *self.1.lock().unwrap() += 1;
+                return Box::pin(async { Err(Status::unimplemented("not here")) });
+            }
+            self.0.clone().unary(rpc, request)
+        }
+        fn server_streaming(
+            self: Arc<Self>,
+            rpc: Rpc,
+            request: Request<Bytes>,
+        ) -> BoxFuture<'static, Result<Response<ByteStream>, Status>> {
+            self.0.clone().server_streaming(rpc, request)
+        }
+    }
+    let dir = TempDir::new("unimpl");
+    let handler = Arc::new(ImagesOnly(MemoryRuntime::new(), Mutex::new(0)));
+    let listener = tokio::net::UnixListener::bind(dir.path("runtime.sock")).unwrap();
+    let server = tokio::spawn(cri_bridge::grpc::serve(
+        listener,
+        CriServer::new(handler.clone(), &[V1], 1 << 24),
+        std::future::pending(),
+    ));
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let mut client = V1Runtime::new(channel(&bridge.socket));
+    client.version(v1::VersionRequest::default()).await.unwrap();
+    let status =
+        tokio::time::timeout(Duration::from_secs(5), client.list_containers(v1::ListContainersRequest::default()))
+            .await
+            .expect("answered, not retried forever")
+            .unwrap_err();
+    assert_eq!((status.code(), status.message()), (Code::Unimplemented, "not here"));
+    assert_eq!(*handler.1.lock().unwrap(), 1, "sent once");
+    bridge.stop().await;
+    server.abort();
+}
