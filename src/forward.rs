@@ -7,7 +7,6 @@
 //! answer back. The backend's status comes back unchanged.
 
 use crate::backend::{Backend, Discovered};
-use crate::convert::classes::{class_of_unknown, Class};
 use crate::convert::policy::{LossPolicy, Side};
 use crate::convert::scan::{self, Limits};
 use crate::convert::{Cx, Route};
@@ -68,7 +67,7 @@ impl Forwarder {
                     let request_index = schema.message_index(info.request).expect("request message in schema");
                     let backend_schema = backend.schema();
                     let backend_request_index = backend_schema.message_index(info.request).unwrap_or(request_index);
-                    let scan_passthrough = target.is_some() && needs_scan(backend, backend_request_index);
+                    let scan_passthrough = target.is_some() && scan::worth_scanning(backend, backend_request_index);
                     let plan = Plan {
                         backend: target,
                         request,
@@ -256,31 +255,6 @@ impl Forwarder {
         self.policy.count_response_losses(cx.loss_count());
         Ok(converted.into())
     }
-}
-
-/// Whether a request message tree needs the scan on passthrough (see `Plan::scan_passthrough`).
-fn needs_scan(version: CriVersion, root: usize) -> bool {
-    let schema = version.schema();
-    let first = crate::revision::oldest(version);
-    let mut seen = vec![false; schema.messages.len()];
-    let mut stack = vec![root];
-    while let Some(index) = stack.pop() {
-        if std::mem::replace(&mut seen[index], true) {
-            continue;
-        }
-        let message = &schema.messages[index];
-        if class_of_unknown(message.name) != Class::Advisory {
-            return true;
-        }
-        for field in message.fields {
-            let newer_value = field.enumeration.is_some_and(|e| schema.enums[e].values.iter().any(|v| v.since > first));
-            if field.since > first || newer_value {
-                return true;
-            }
-            stack.extend(field.message);
-        }
-    }
-    false
 }
 
 /// The deadline passed while cri-bridge held the call (probing a runtime that is slow to answer).

@@ -420,7 +420,7 @@ fn an_override_for_an_answer_field_is_a_config_error() {
 
 #[tokio::test]
 async fn events_from_a_1_25_runtime_do_not_pass_a_metadata_off_as_a_status() {
-    for (revision, expect_status) in [(Some(25), false), (None, true)] {
+    for (revision, expect_status) in [(Some(25), false), (Some(26), true), (None, true)] {
         let setup = Setup::start("events", V1, revision).await;
         let mut client = setup.client();
         let mut events = client.get_container_events(v1::GetEventsRequest {}).await.unwrap().into_inner();
@@ -431,6 +431,9 @@ async fn events_from_a_1_25_runtime_do_not_pass_a_metadata_off_as_a_status() {
         client.create_container(container(&pod_id, Default::default())).await.unwrap();
         let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await.unwrap().unwrap().unwrap();
         assert_eq!(event.pod_sandbox_status.is_some(), expect_status, "revision {revision:?}");
+        // The rest of the event is kept.
+        assert!(!event.container_id.is_empty(), "revision {revision:?}: {event:?}");
+        assert_eq!(event.container_event_type, v1::ContainerEventType::ContainerCreatedEvent as i32);
         drop(events);
         setup.stop().await;
     }

@@ -136,3 +136,21 @@ async fn a_runtime_configured_newer_than_the_schema_gets_unknown_fields() {
         runtime.stop().await;
     }
 }
+
+#[test]
+fn only_requests_that_can_hold_a_lossable_field_are_scanned_on_passthrough() {
+    let worth = |version: cri_bridge::CriVersion, message: &str| {
+        cri_bridge::convert::scan::worth_scanning(version, version.schema().message_index(message).unwrap())
+    };
+    // Read-only requests of the first revision's fields: nothing to find.
+    for message in ["VersionRequest", "StatusRequest", "ContainerStatusRequest", "PodSandboxStatusRequest"] {
+        assert!(!worth(V1, message), "{message}");
+    }
+    // A read-only request whose field came after v1's first revision (1.23).
+    assert!(worth(V1, "PodSandboxStatsRequest"));
+    // Messages where an unknown number or a newer field matters.
+    for message in ["CreateContainerRequest", "RunPodSandboxRequest", "ListContainersRequest", "StopContainerRequest"] {
+        assert!(worth(V1, message), "{message}");
+    }
+    assert!(!worth(V1alpha2, "ContainerStatusRequest"));
+}

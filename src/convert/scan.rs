@@ -8,10 +8,12 @@
 //! first for unknown numbers only). Nothing is decoded except varints, lengths, and the one
 //! sub-message whose value decides whether it matters (`userns_options`).
 
+use super::classes::{class_of_unknown, Class};
 use super::loss::record;
 use super::{Loss, LossReason};
 use crate::api::{FieldInfo, MessageInfo, SchemaInfo};
 use crate::revision::Block;
+use crate::version::CriVersion;
 use std::borrow::Cow;
 
 /// The bytes are not a valid protobuf encoding.
@@ -260,6 +262,34 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     let (value, rest) = bytes.split_at(n);
     *bytes = rest;
     Some(value)
+}
+
+/// Whether a passthrough request of message `root` (of `version`) can hold anything the scan
+/// reports: a field or enum value newer than the version's first revision, or a message where an
+/// unknown field number is not merely advisory. The others (`Version`, `Status`, the status
+/// reads) pass unscanned.
+pub fn worth_scanning(version: CriVersion, root: usize) -> bool {
+    let schema = version.schema();
+    let first = crate::revision::oldest(version);
+    let mut seen = vec![false; schema.messages.len()];
+    let mut stack = vec![root];
+    while let Some(index) = stack.pop() {
+        if std::mem::replace(&mut seen[index], true) {
+            continue;
+        }
+        let message = &schema.messages[index];
+        if class_of_unknown(message.name) != Class::Advisory {
+            return true;
+        }
+        for field in message.fields {
+            let newer_value = field.enumeration.is_some_and(|e| schema.enums[e].values.iter().any(|v| v.since > first));
+            if field.since > first || newer_value {
+                return true;
+            }
+            stack.extend(field.message);
+        }
+    }
+    false
 }
 
 /// `bytes` (one message) without top-level field `number`, and whether it was there.
