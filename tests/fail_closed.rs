@@ -358,11 +358,16 @@ fn millions_of_unknown_fields_make_a_bounded_loss_record() {
     // The numbers repeat every 200,000 fields: the first ones recorded count their repeats.
     assert!(losses[0].more >= 10, "{:?}", losses[0]);
     let counted: u64 = losses.iter().map(|l| 1 + l.more).sum();
+    let losses_overflow = overflow.more;
     assert!(counted > 2_000_000, "every field is counted: {counted}");
     let policy = cri_bridge::convert::policy::LossPolicy::default();
     let refusal =
         policy.apply(cri_bridge::convert::policy::Side::Request, "CreateContainer", &"v1", losses).unwrap_err();
-    assert!(refusal.to_string().len() < 16 * 1024, "the refusal stays short");
+    let text = refusal.to_string();
+    assert!(text.len() < 16 * 1024, "the refusal stays short");
+    let overflow = format!("{} more lost fields (more than 32 different fields were lost)", 1 + losses_overflow);
+    assert!(text.contains(&overflow), "{}", &text[text.len() - 300..]);
+    assert!(!text.contains("not classified"), "the overflow entry is not judged as a field");
 }
 
 #[tokio::test]
@@ -575,4 +580,10 @@ fn past_the_first_32_losses_a_field_already_recorded_only_counts() {
     assert_eq!(losses[0].path, "config.envs[0].value");
     assert_eq!(losses.iter().map(|l| 1 + l.more).sum::<u64>(), 40);
     assert_eq!(losses[0].more, 8, "the 8 beyond the record count on the first entry of the field");
+    let policy = cri_bridge::convert::policy::LossPolicy::default();
+    let refusal =
+        policy.apply(cri_bridge::convert::policy::Side::Request, "CreateContainer", &"v1alpha2", losses).unwrap_err();
+    let text = refusal.to_string();
+    assert_eq!(text.matches("more like it").count(), 1, "{text}");
+    assert!(text.contains("config.envs[0].value (") && text.contains(" and 8 more like it"), "{text}");
 }

@@ -61,6 +61,9 @@ pub struct Loss {
 
 impl fmt::Display for Loss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reason == LossReason::TooMany {
+            return write!(f, "{} more lost fields ({})", 1 + self.more, self.reason);
+        }
         write!(f, "{} ({})", self.path, self.reason)?;
         if self.more > 0 {
             write!(f, " and {} more like it", self.more)?;
