@@ -465,3 +465,18 @@ fn v1alpha1_status_info_values_are_json_with_their_content_kept() {
     let (same, _): (v1alpha2::StatusResponse, _) = convert("StatusResponse", V1, V1alpha2, &response);
     assert_eq!(same.info, info);
 }
+
+#[test]
+fn a_path_override_wins_over_a_field_override() {
+    let loss =
+        |path: &str| Loss { path: path.into(), field: "KeyValue.value".into(), reason: LossReason::NotUtf8, more: 0 };
+    let policy = LossPolicy::new(HashMap::from([
+        ("KeyValue.value".to_string(), Action::Allow),
+        ("config.envs[0].value".to_string(), Action::Reject),
+    ]));
+    assert_eq!(policy.action(Side::Request, &loss("config.envs[0].value")), Action::Reject);
+    assert_eq!(policy.action(Side::Request, &loss("config.envs[1].value")), Action::Allow);
+    // Without overrides: the class (behaviour) decides; answers are allowed.
+    assert_eq!(LossPolicy::default().action(Side::Request, &loss("config.envs[1].value")), Action::Reject);
+    assert_eq!(LossPolicy::default().action(Side::Response, &loss("envs[1].value")), Action::Allow);
+}
