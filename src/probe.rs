@@ -2,9 +2,9 @@
 //! directly or through cri-bridge.
 
 use crate::backend::{Backend, Role};
-use crate::convert::classes::{Class, FIELDS};
+use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
-use crate::revision::RuntimeProfile;
+use crate::revision::{Block, RuntimeProfile};
 use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use std::fmt;
 use std::path::Path;
@@ -72,14 +72,15 @@ pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
     Ok(report)
 }
 
-/// Whether the runtime would ignore some security or behaviour field of its version.
-fn ignores_classified(profile: &RuntimeProfile) -> bool {
+/// The security and behaviour fields of its version the runtime would not act on, and why.
+fn refused_fields(profile: &RuntimeProfile) -> Vec<(&'static Classified, Block)> {
     let schema = profile.version.schema();
     let blocked = profile.blocked(schema);
     FIELDS
         .iter()
         .filter(|c| c.class != Class::Advisory)
-        .any(|c| schema.field_by_name(c.field).is_some_and(|(_, f)| blocked[f.id].is_some()))
+        .filter_map(|c| Some((c, blocked[schema.field_by_name(c.field)?.1.id]?)))
+        .collect()
 }
 
 fn yes(b: bool) -> &'static str {
@@ -109,21 +110,16 @@ impl fmt::Display for ProbeReport {
                 )?,
                 None => writeln!(f, "  features reported: none (the revision predates the report)")?,
             }
-            let schema = profile.version.schema();
-            let blocked = profile.blocked(schema);
-            let refused: Vec<String> = FIELDS
-                .iter()
-                .filter(|c| c.class != Class::Advisory)
-                .filter_map(|c| {
-                    let (_, field) = schema.field_by_name(c.field)?;
-                    let block = blocked[field.id]?;
+            let refused: Vec<String> = refused_fields(profile)
+                .into_iter()
+                .map(|(c, block)| {
                     let also = match c.field.rsplit('.').next() {
                         Some("seccomp" | "apparmor") if c.field != "LinuxSandboxSecurityContext.apparmor" => {
                             " (unless the deprecated string says the same: the runtime reads that)"
                         }
                         _ => "",
                     };
-                    Some(format!("    {} ({}): {block}{also}", c.field, c.class))
+                    format!("    {} ({}): {block}{also}", c.field, c.class)
                 })
                 .collect();
             if refused.is_empty() {
@@ -146,7 +142,8 @@ impl fmt::Display for ProbeReport {
                     wanted.join(" or ")
                 )?;
             } else {
-                let ignores = self.profiles.iter().any(|p| speaks.contains(&p.version) && ignores_classified(p));
+                let ignores =
+                    self.profiles.iter().any(|p| speaks.contains(&p.version) && !refused_fields(p).is_empty());
                 let note = if ignores { "; it ignores the fields above, which cri-bridge refuses instead" } else { "" };
                 writeln!(f, "  kubelet {kubelets:<15} directly (CRI {}{note})", direct.join(", "))?;
             }
