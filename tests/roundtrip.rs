@@ -15,10 +15,17 @@
 //!    the enum values it has no value name for, and (v1 `bytes` → old `string`) non-UTF-8 values:
 //!    computed from the two schemas alone, not from the converter.
 //!
+//! 4. The unknown-field scan reports every field number the schema lacks and every enum number
+//!    it does not define, at any depth, each with its path (`scan_finds_every_unknown_number`).
+//!
 //! Special cases (each also documented where it is handled):
-//! - Seccomp/AppArmor: the converter keeps each deprecated string consistent with its
-//!   `SecurityProfile`, so the generator only makes consistent pairs (`Schema::fix_up`); those
-//!   round-trip in every direction, including through v1alpha1, which has only the strings.
+//! - Seccomp/AppArmor: the generator makes string/profile pairs in every combination, consistent,
+//!   one-sided and contradictory (`Schema::fix_up`). The converter makes each pair consistent;
+//!   the expected value is the input normalised by the README's meaning table
+//!   (`Schema::reconcile_profiles`, written from the table, not from the converter).
+//! - Enum numbers: the generator sometimes writes a number the enum does not define. Converting
+//!   it is a loss on every step that cannot name it, and it becomes the target's UNKNOWN/NOTREADY
+//!   value where there is one, else keeps its number (`map_enum`, from the schemas).
 //! - v1alpha1 `NamespaceOption`: booleans round-trip. A v1 mode with no boolean form is a loss at
 //!   e.g. `config.linux.security_context.namespace_options.pid` and comes back as the mode that
 //!   `false` means; pid unset (POD) is such a mode, so that loss may name an unset field.
@@ -38,12 +45,12 @@ mod wire_gen;
 
 use cri_bridge::convert::generated::{v1alpha1, v1alpha2};
 use cri_bridge::convert::rules::RULES;
-use cri_bridge::convert::{transcoders, Cx, Loss, LossReason, Transcoder};
+use cri_bridge::convert::{scan, transcoders, Cx, Loss, LossReason, Transcoder};
 use cri_bridge::CriVersion;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestError, TestRunner};
 use std::cell::Cell;
-use wire_gen::{schema, Field, Kind, Msg, Rng, Schema, Val};
+use wire_gen::{schema, EnumDesc, Field, Kind, Msg, Rng, Schema, Val};
 
 const V1: CriVersion = CriVersion::V1;
 
@@ -119,6 +126,83 @@ fn show_losses(losses: &[Loss]) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// What enum number `n` becomes from enum `from` to enum `to`, and whether that is a loss, by the
+/// rule the README states: the value of the same name; a number `from` does not name but `to`
+/// does is kept (CRI never renumbered a value); anything else is lost, and becomes `to`'s
+/// UNKNOWN/NOTREADY value where it has one (an unknown state must not read as a real one), else
+/// keeps its number.
+fn map_enum(from: &EnumDesc, to: &EnumDesc, n: i32) -> (i32, bool) {
+    let same_name = match from.value_name(n) {
+        Some(name) => to.value_number(name),
+        None => to.value_name(n).map(|_| n),
+    };
+    match same_name {
+        Some(m) => (m, false),
+        None => {
+            let unknown = to.values.iter().find(|(name, _)| name.ends_with("UNKNOWN") || name.ends_with("NOTREADY"));
+            (unknown.map_or(n, |(_, number)| *number), true)
+        }
+    }
+}
+
+/// The enums of field `number` of message `owner` in two schemas, when it is an enum in both.
+fn enum_pair<'a>(a: &'a Schema, b: &'a Schema, owner: &str, number: u32) -> Option<(&'a EnumDesc, &'a EnumDesc)> {
+    let kind = |s: &'a Schema| s.field(s.index(owner), number).map(|f| f.kind);
+    match (kind(a)?, kind(b)?) {
+        (Kind::Enum(x), Kind::Enum(y)) => Some((&a.enums[x], &b.enums[y])),
+        _ => None,
+    }
+}
+
+/// Sets a singular enum field (0 is "unset" in the value tree).
+fn set_enum(parent: &mut Msg, number: u32, value: i32) {
+    if value == 0 {
+        parent.fields.remove(&number);
+    } else {
+        parent.fields.insert(number, Field::One(Val::Varint(value as i64 as u64)));
+    }
+}
+
+/// True when every loss in `losses` (of a conversion from schema `from`, message `name`) is an
+/// enum number that `map_enum` says the target cannot name: on the way back a number the first
+/// step could not name (or passed on as the target's own value) is reported again.
+fn only_enum_losses(losses: &[Loss], from: &Schema, to: &Schema, name: &str) -> bool {
+    losses.iter().all(|l| {
+        let LossReason::EnumValue(n) = l.reason else { return false };
+        let Ok(r) = from.resolve(from.index(name), &l.path) else { return false };
+        enum_pair(from, to, from.messages[r.owner].name, r.field.number).is_some_and(|(a, b)| map_enum(a, b, n).1)
+    })
+}
+
+/// What a conversion sends must already be normalised: a runtime that reads only the string and
+/// one that reads only the profile apply the same profile. (The way back would repair a pair
+/// the way out left inconsistent, so the round trip alone cannot see this.)
+fn profiles_consistent(s: &Schema, name: &str, sent: &Msg) -> Result<(), String> {
+    let idx = s.index(name);
+    let mut normalised = sent.clone();
+    s.reconcile_profiles(idx, &mut normalised);
+    match s.first_difference(idx, &normalised, sent) {
+        Some(at) => Err(format!("the {} message sent has an inconsistent seccomp/AppArmor pair at {at}", s.version)),
+        None => Ok(()),
+    }
+}
+
+/// A deep generated message can lose more than `MAX_DISTINCT` distinct fields; the record then
+/// keeps the first ones with their paths and counts the rest in one `TooMany` entry (the loss
+/// policy refuses such a request whole). Then the exact comparisons do not apply; what must hold
+/// is the record's shape and that every named loss is one `is_expected` accepts.
+fn overflowed(losses: &[Loss], is_expected: impl Fn(&Loss) -> bool) -> Option<Result<(), String>> {
+    let overflow = losses.iter().position(|l| l.reason == LossReason::TooMany)?;
+    let named = &losses[..overflow];
+    Some(if overflow != cri_bridge::convert::MAX_DISTINCT || losses.len() != overflow + 1 {
+        Err(format!("a loss record that overflowed is misshapen: {}", show_losses(losses)))
+    } else if let Some(bad) = named.iter().find(|l| !is_expected(l)) {
+        Err(format!("overflowed record names {} [{}], which is not a loss here", bad.path, bad.field))
+    } else {
+        Ok(())
+    })
+}
+
 /// Compares the decoded trees (exact, map order aside) and, when no map has two entries (prost
 /// writes `HashMap`s in no fixed order), the bytes too: the generator's bytes are canonical, so
 /// prost must reproduce them exactly.
@@ -151,29 +235,45 @@ fn old_v1_old(version: CriVersion, name: &str, input: &Msg) -> Result<(), String
 
     let mut cx = Cx::new();
     let up = (t.to_v1)(&bytes, &mut cx).map_err(|e| format!("to_v1: {e}"))?;
-    schema(V1).decode(schema(V1).index(name), &up).map_err(|e| format!("to_v1 output: {e}"))?;
+    let sent = schema(V1).decode(schema(V1).index(name), &up).map_err(|e| format!("to_v1 output: {e}"))?;
+    profiles_consistent(schema(V1), name, &sent)?;
     let up_losses = cx.into_losses();
+    if let Some(verdict) = overflowed(&up_losses, |l| matches!(l.reason, LossReason::EnumValue(_) | LossReason::NoField)) {
+        return verdict;
+    }
 
     let mut cx = Cx::new();
     let back = (t.from_v1)(&up, &mut cx).map_err(|e| format!("from_v1: {e}"))?;
     let down_losses = cx.into_losses();
-    if !down_losses.is_empty() {
+    if !only_enum_losses(&down_losses, schema(V1), old, name) {
         return Err(format!("from_v1 of a converted {version} message reported {}", show_losses(&down_losses)));
     }
 
-    // Only the documented v1alpha1 storage_id loss is allowed, and only where it was set.
+    // Allowed: the documented v1alpha1 storage_id loss, only where it was set; enum numbers v1
+    // cannot name, which come back as `map_enum` says.
     let mut expected = input.clone();
     for loss in &up_losses {
-        if !(version == CriVersion::V1alpha1 && loss.field == "FilesystemUsage.storage_id") {
-            return Err(format!("to_v1 reported {}", show_losses(&up_losses)));
-        }
         let r = old.resolve(idx, &loss.path)?;
+        let owner = old.messages[r.owner].name;
         let parent =
             expected.message_at_mut(&r.parent).ok_or_else(|| format!("loss {} under an unset message", loss.path))?;
-        if parent.fields.remove(&r.field.number).is_none() {
-            return Err(format!("loss {} for a field that was not set", loss.path));
+        if version == CriVersion::V1alpha1 && loss.field == "FilesystemUsage.storage_id" {
+            if parent.fields.remove(&r.field.number).is_none() {
+                return Err(format!("loss {} for a field that was not set", loss.path));
+            }
+            continue;
         }
+        let (LossReason::EnumValue(n), Some((from, to))) = (&loss.reason, enum_pair(old, schema(V1), owner, r.field.number))
+        else {
+            return Err(format!("to_v1 reported {}", show_losses(&up_losses)));
+        };
+        let (up_value, lost) = map_enum(from, to, *n);
+        if !lost {
+            return Err(format!("to_v1 reported {} for a value v1 names", loss.path));
+        }
+        set_enum(parent, r.field.number, map_enum(to, from, up_value).0);
     }
+    old.reconcile_profiles(idx, &mut expected);
     compare(old, idx, &expected, &back)
 }
 
@@ -217,12 +317,19 @@ fn v1_old_v1(version: CriVersion, name: &str, input: &Msg) -> Result<(), String>
     let mut cx = Cx::new();
     let down = (t.from_v1)(&bytes, &mut cx).map_err(|e| format!("from_v1: {e}"))?;
     let old = schema(version);
-    old.decode(old.index(name), &down).map_err(|e| format!("from_v1 output: {e}"))?;
+    let sent = old.decode(old.index(name), &down).map_err(|e| format!("from_v1 output: {e}"))?;
+    profiles_consistent(old, name, &sent)?;
     let losses = cx.into_losses();
+
+    if let Some(verdict) = overflowed(&losses, |l| {
+        v1.resolve(idx, &l.path).is_ok_and(|r| l.field == format!("{}.{}", v1.messages[r.owner].name, r.field.name))
+    }) {
+        return verdict;
+    }
 
     let mut cx = Cx::new();
     let up = (t.to_v1)(&down, &mut cx).map_err(|e| format!("to_v1: {e}"))?;
-    if !cx.losses().is_empty() {
+    if !only_enum_losses(cx.losses(), old, v1, name) {
         return Err(format!("to_v1 reported {}", show_losses(cx.losses())));
     }
 
@@ -256,10 +363,17 @@ fn v1_old_v1(version: CriVersion, name: &str, input: &Msg) -> Result<(), String>
                     parent.fields.remove(&r.field.number);
                 }
             }
-            // A single one keeps its number (never another valid value), so it comes back; the
-            // loss is that the older side cannot read it.
-            (LossReason::EnumValue(value), Some(Field::One(Val::Varint(v)))) if *v == *value as i64 as u64 => {
-                continue;
+            // A single one comes back as `map_enum` says, down and up again: usually its own
+            // number (the loss is that the older side cannot read it), or an UNKNOWN value.
+            (LossReason::EnumValue(value), Some(Field::One(Val::Varint(v))))
+                if *v == *value as i64 as u64 && enum_pair(v1, old, owner, r.field.number).is_some() =>
+            {
+                let (from, to) = enum_pair(v1, old, owner, r.field.number).expect("checked");
+                let returned = map_enum(to, from, map_enum(from, to, *value).0).0;
+                if returned == *value {
+                    continue;
+                }
+                set_enum(parent, r.field.number, returned);
             }
             _ => match back {
                 Some(f) => {
@@ -281,6 +395,7 @@ fn v1_old_v1(version: CriVersion, name: &str, input: &Msg) -> Result<(), String>
     if version == CriVersion::V1alpha1 {
         forget_host_userns(v1, idx, &mut expected);
     }
+    v1.reconcile_profiles(idx, &mut expected);
     compare(v1, idx, &expected, &up).map_err(|e| format!("{e}\n  losses: {}", show_losses(&losses)))
 }
 
@@ -376,8 +491,7 @@ fn schema_losses(
                 for v in values {
                     let Val::Varint(x) = v else { unreachable!() };
                     let number = *x as i32;
-                    let name = v1.enums[e1].value_name(number).expect("valid v1 value");
-                    if old.enums[eo].value_number(name).is_none() {
+                    if map_enum(&v1.enums[e1], &old.enums[eo], number).1 {
                         push(LossReason::EnumValue(number));
                     }
                 }
@@ -431,6 +545,12 @@ fn losses_are_schema_difference(
 
     let mut cx = Cx::new();
     (t.from_v1)(&v1.encode(idx, input), &mut cx).map_err(|e| format!("from_v1: {e}"))?;
+    let is_claimed = |l: &Loss| claimed.iter().any(|(m, f)| l.field == format!("{m}.{f}"));
+    if let Some(verdict) = overflowed(cx.losses(), |l| {
+        is_claimed(l) || expected.contains(&format!("{} [{}] {:?}", l.path, l.field, l.reason))
+    }) {
+        return verdict;
+    }
     let mut actual: Vec<String> = cx
         .losses()
         .iter()
@@ -480,6 +600,88 @@ fn losses_to_v1alpha2_are_the_schema_difference() {
 #[test]
 fn losses_to_v1alpha1_are_the_schema_difference() {
     losses_property(CriVersion::V1alpha1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property 4: the scan finds every number the schema does not know
+// ---------------------------------------------------------------------------------------------
+
+/// What the scan must report for `msg`, walking the tree in wire order (field numbers ascending,
+/// depth first): each field number message `idx` lacks, and each enum number its enum does not
+/// define, with paths as `Cx` renders them (`[i]` for repeated elements, `#n` for a number).
+fn unknown_numbers(s: &Schema, idx: usize, msg: &Msg, prefix: &str, out: &mut Vec<String>) {
+    let owner = s.messages[idx].name;
+    let join = |last: &str| if prefix.is_empty() { last.to_string() } else { format!("{prefix}.{last}") };
+    for (&n, field) in &msg.fields {
+        let Some(fd) = s.field(idx, n) else {
+            out.push(format!("{} [{owner}.#{n}] {:?}", join(&format!("#{n}")), LossReason::UnknownField));
+            continue;
+        };
+        let path = join(fd.name);
+        match (fd.kind, field) {
+            (Kind::Enum(e), Field::One(Val::Varint(x))) => {
+                let number = *x as i32;
+                if s.enums[e].value_name(number).is_none() {
+                    out.push(format!("{path} [{owner}.{}] {:?}", fd.name, LossReason::EnumValue(number)));
+                }
+            }
+            (Kind::Message(sub), Field::One(Val::Msg(m))) => unknown_numbers(s, sub, m, &path, out),
+            (Kind::Message(sub), Field::Many(vs)) => {
+                for (i, v) in vs.iter().enumerate() {
+                    if let Val::Msg(m) = v {
+                        unknown_numbers(s, sub, m, &format!("{path}[{i}]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Adds up to six fields of numbers the schema lacks at random message nodes of `input` (the
+/// generator already writes undefined enum numbers), then checks that the scan reports exactly
+/// what the schema lacks, each where it is. The insertion's randomness comes from the input, so
+/// a shrunk input fails the same way.
+fn scan_reports_unknown_numbers(version: CriVersion, name: &str, input: &Msg) -> Result<(), String> {
+    let s = schema(version);
+    let idx = s.index(name);
+    let mut msg = input.clone();
+    let seed = s.encode(idx, input).iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut rng = Rng::new(seed);
+    let mut inserted = 0;
+    s.for_each_nested(idx, &mut msg, &mut |s, i, m| {
+        while inserted < 6 && rng.chance(1, 3) {
+            s.insert_unknown(i, m, &mut rng);
+            inserted += 1;
+        }
+    });
+    let mut expected = Vec::new();
+    unknown_numbers(s, idx, &msg, "", &mut expected);
+    if expected.len() > cri_bridge::convert::MAX_DISTINCT {
+        return Err(format!("the input has {} unknown numbers: more than the record keeps one by one", expected.len()));
+    }
+
+    let info = version.schema();
+    let message = info.message_index(name).ok_or_else(|| format!("{name} is not in the {version} schema table"))?;
+    let mut losses = Vec::new();
+    scan::scan(info, message, &s.encode(idx, &msg), scan::Limits::UNKNOWN_ONLY, &mut losses)
+        .map_err(|e| format!("scan: {e}"))?;
+    let actual: Vec<String> = losses.iter().map(|l| format!("{} [{}] {:?}", l.path, l.field, l.reason)).collect();
+    if actual != expected {
+        return Err(format!("the scan reported\n  {actual:?}\n  expected\n  {expected:?}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn scan_finds_every_unknown_number() {
+    for version in [CriVersion::V1alpha1, CriVersion::V1alpha2, V1] {
+        let s = schema(version);
+        let names: Vec<&str> = s.messages.iter().map(|m| m.name).collect();
+        for_every_message(&format!("{version} scan"), version, &names, |name, m| {
+            scan_reports_unknown_numbers(version, name, m)
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -423,9 +423,10 @@ impl Schema {
 
     fn encode_into(&self, idx: usize, msg: &Msg, buf: &mut Vec<u8>) {
         for (&number, field) in &msg.fields {
-            let fd = self
-                .field(idx, number)
-                .unwrap_or_else(|| panic!("{}.{} has no field #{number}", self.version, self.messages[idx].name));
+            let Some(fd) = self.field(idx, number) else {
+                encode_unknown(number, field, buf);
+                continue;
+            };
             match field {
                 Field::One(v) => self.encode_val(fd, v, buf),
                 Field::Many(vs) if fd.kind.packable() => {
@@ -488,6 +489,23 @@ impl Schema {
                 buf.extend_from_slice(&body);
             }
         }
+    }
+
+    /// Inserts a field that message `idx` does not define into `msg` (a newer peer's field): a
+    /// varint or a length-delimited value, under a number the message skips (a gap, so known
+    /// fields follow it on the wire) or one above all of its numbers.
+    pub fn insert_unknown(&self, idx: usize, msg: &mut Msg, rng: &mut Rng) {
+        let known: Vec<u32> = self.messages[idx].fields.iter().map(|f| f.number).collect();
+        let max = known.iter().copied().max().unwrap_or(0);
+        let mut free: Vec<u32> = (1..=max + 2).filter(|n| !known.contains(n) && !msg.fields.contains_key(n)).collect();
+        free.push(max + 1000 + rng.below(1000) as u32);
+        let number = free[rng.below(free.len() as u64) as usize];
+        let value = if rng.chance(1, 2) {
+            Val::Varint(rng.below(1 << 20))
+        } else {
+            Val::Bytes(gen_ascii(rng, 0, 6).into_bytes())
+        };
+        msg.fields.insert(number, Field::One(value));
     }
 
     /// Decodes `bytes` as message `idx` with proto3 semantics (last scalar wins, messages merge,
@@ -666,6 +684,22 @@ impl Rng {
 /// Printable ASCII with the characters CRI strings like (paths, refs, key=value).
 const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-=: ";
 
+/// A field number the schema does not know, encoded as it came (see `Schema::insert_unknown`).
+fn encode_unknown(number: u32, field: &Field, buf: &mut Vec<u8>) {
+    match field {
+        Field::One(Val::Varint(x)) => {
+            encode_key(number, WireType::Varint, buf);
+            encode_varint(*x, buf);
+        }
+        Field::One(Val::Bytes(b)) => {
+            encode_key(number, WireType::LengthDelimited, buf);
+            encode_varint(b.len() as u64, buf);
+            buf.extend_from_slice(b);
+        }
+        other => panic!("unknown field #{number} holds {other:?}"),
+    }
+}
+
 fn gen_ascii(rng: &mut Rng, min: u64, max: u64) -> String {
     let len = min + rng.below(max - min + 1);
     (0..len).map(|_| CHARS[rng.below(CHARS.len() as u64) as usize] as char).collect()
@@ -701,6 +735,24 @@ fn parse_profile(kind: ProfileKind, s: &str) -> Option<Profile> {
         "docker/default" if kind == ProfileKind::Seccomp => Some(("RuntimeDefault", String::new())),
         "unconfined" => Some(("Unconfined", String::new())),
         _ => s.strip_prefix("localhost/").map(|r| ("Localhost", r.to_string())),
+    }
+}
+
+/// A random profile (Localhost with a random ref).
+fn gen_profile(rng: &mut Rng) -> Profile {
+    match rng.below(3) {
+        0 => ("RuntimeDefault", String::new()),
+        1 => ("Unconfined", String::new()),
+        _ => ("Localhost", gen_ascii(rng, 0, 8)),
+    }
+}
+
+/// A random string form: one of the profile forms, or text with no profile meaning.
+fn gen_profile_string(kind: ProfileKind, rng: &mut Rng) -> String {
+    match rng.below(4) {
+        0 => gen_ascii(rng, 1, 10),
+        1 if kind == ProfileKind::Seccomp => "docker/default".into(),
+        _ => profile_string(&gen_profile(rng)),
     }
 }
 
@@ -779,8 +831,14 @@ impl Schema {
                 Val::F64((v as f64 / 64.0).to_bits())
             }
             Kind::Enum(e) => {
-                // Only values the version's enum defines.
                 let values = &self.enums[e].values;
+                // Now and then a number the enum does not define (a newer peer's value, or -1):
+                // every conversion must report it, and the scan must find it.
+                if rng.chance(1, 16) {
+                    let max = values.iter().map(|(_, v)| *v).max().unwrap_or(0);
+                    let n = if rng.chance(1, 4) { -1 } else { max + 1 + rng.below(3) as i32 };
+                    return Val::Varint(n as i64 as u64);
+                }
                 let candidates: Vec<i32> = values.iter().map(|(_, v)| *v).filter(|v| !singular || *v != 0).collect();
                 if candidates.is_empty() {
                     Val::Varint(0)
@@ -799,13 +857,12 @@ impl Schema {
     ///
     /// (a) Seccomp/AppArmor: in `LinuxSandboxSecurityContext` (seccomp_profile_path #7 ↔
     ///     seccomp #9) and `LinuxContainerSecurityContext` (seccomp_profile_path #10 ↔ seccomp
-    ///     #15, apparmor_profile #9 ↔ apparmor #16) the converter keeps the deprecated string and
-    ///     the `SecurityProfile` consistent (`reconcile`): a profile alone gains its string and a
-    ///     string alone gains its profile. That normalisation is not a loss, so round-trip inputs
-    ///     must already be consistent: either both absent, or a profile (RuntimeDefault,
-    ///     Unconfined, Localhost with a localhost_ref) together with its string form
-    ///     (`runtime/default` — or `docker/default` for seccomp —, `unconfined`,
-    ///     `localhost/<ref>`). v1alpha1 has only the strings: the same forms are generated there.
+    ///     #15, apparmor_profile #9 ↔ apparmor #16) the string and the `SecurityProfile` are
+    ///     generated as pairs in every combination: both absent; consistent (RuntimeDefault,
+    ///     Unconfined, Localhost with its `localhost/<ref>`, and `docker/default` for seccomp);
+    ///     one-sided (a string alone, a profile alone); inconsistent (a string naming another
+    ///     profile); and a string with no profile meaning. The converter normalises each pair
+    ///     (`reconcile_profiles` states how, independently of it). v1alpha1 has only the strings.
     ///     The sandbox-level `apparmor` (#10) has no string and stays random.
     /// (b) `SecurityProfile.localhost_ref` only with profile type Localhost: for the other types it
     ///     has no string form, so it cannot survive v1alpha1 (and means nothing anyway).
@@ -831,24 +888,88 @@ impl Schema {
             if let Some(pf) = pf {
                 msg.fields.remove(&pf.number);
             }
-            let choices = if kind == ProfileKind::Seccomp { 5 } else { 4 };
-            let (profile, string): (Profile, String) = match rng.below(choices) {
+            let (profile, string) = match rng.below(8) {
+                // Half the pairs consistent (the form kubelets send), among them both absent.
                 0 => continue,
-                1 => (("RuntimeDefault", String::new()), "runtime/default".into()),
-                2 => (("Unconfined", String::new()), "unconfined".into()),
-                3 => {
-                    let r = gen_ascii(rng, 0, 8);
-                    (("Localhost", r.clone()), format!("localhost/{r}"))
+                1..=3 => {
+                    let p = gen_profile(rng);
+                    let s = match (&p, kind, rng.below(2)) {
+                        (("RuntimeDefault", _), ProfileKind::Seccomp, 0) => "docker/default".to_string(),
+                        _ => profile_string(&p),
+                    };
+                    (Some(p), Some(s))
                 }
-                _ => (("RuntimeDefault", String::new()), "docker/default".into()),
+                4 => (None, Some(gen_profile_string(kind, rng))),
+                5 => (Some(gen_profile(rng)), None),
+                _ => (Some(gen_profile(rng)), Some(gen_profile_string(kind, rng))),
             };
-            msg.fields.insert(sf.number, Field::One(Val::Bytes(string.into_bytes())));
-            if let Some(pf) = pf {
+            if let Some(string) = string.filter(|s| !s.is_empty()) {
+                msg.fields.insert(sf.number, Field::One(Val::Bytes(string.into_bytes())));
+            }
+            if let (Some(pf), Some(profile)) = (pf, profile) {
                 let Kind::Message(sp) = pf.kind else { panic!("{name}.{profile_field} is not a message") };
                 let pm = self.profile_message(sp, &profile);
                 msg.fields.insert(pf.number, Field::One(Val::Msg(pm)));
             }
         }
+    }
+
+    /// What the converter makes of each seccomp/AppArmor pair, by the README's meaning table and
+    /// written from it, not from the converter: where a version has both forms, a profile with a
+    /// known type wins and the string is rewritten to its form unless it already names the same
+    /// profile (`docker/default` is seccomp's RuntimeDefault); a string alone that names a
+    /// profile gains that profile; anything else (a profile of an undefined type, a string with no
+    /// profile meaning) is left as it is. v1alpha1 has only the strings: nothing changes there.
+    pub fn reconcile_profiles(&self, idx: usize, msg: &mut Msg) {
+        self.for_each_nested(idx, msg, &mut |s, i, m| s.reconcile_pairs_of(i, m));
+    }
+
+    fn reconcile_pairs_of(&self, idx: usize, msg: &mut Msg) {
+        for &(string_field, profile_field, kind) in profile_pairs(self.messages[idx].name) {
+            let (Some(sf), Some(pf)) = (self.field_by_name(idx, string_field), self.field_by_name(idx, profile_field))
+            else {
+                continue;
+            };
+            let Kind::Message(sp) = pf.kind else { continue };
+            let string = match msg.fields.get(&sf.number) {
+                Some(Field::One(Val::Bytes(b))) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            };
+            let said = parse_profile(kind, &string);
+            match msg.fields.get(&pf.number) {
+                Some(Field::One(Val::Msg(m))) => {
+                    if let Some(p) = self.read_profile(sp, m) {
+                        if said.as_ref() != Some(&p) {
+                            msg.fields.insert(sf.number, Field::One(Val::Bytes(profile_string(&p).into_bytes())));
+                        }
+                    }
+                }
+                _ => {
+                    if let Some(p) = said {
+                        msg.fields.insert(pf.number, Field::One(Val::Msg(self.profile_message(sp, &p))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls `f` on every message node of the tree, children first.
+    pub fn for_each_nested(&self, idx: usize, msg: &mut Msg, f: &mut dyn FnMut(&Schema, usize, &mut Msg)) {
+        for fd in &self.messages[idx].fields {
+            let Kind::Message(sub) = fd.kind else { continue };
+            match msg.fields.get_mut(&fd.number) {
+                Some(Field::One(Val::Msg(m))) => self.for_each_nested(sub, m, f),
+                Some(Field::Many(vs)) => {
+                    for v in vs {
+                        if let Val::Msg(m) = v {
+                            self.for_each_nested(sub, m, f);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        f(self, idx, msg);
     }
 
     /// Makes the chain of singular message fields `path` present (as empty messages if absent).
@@ -901,33 +1022,22 @@ impl Schema {
     }
 
     /// Re-establishes the fix-up invariants deterministically after an edit (the shrinker removes
-    /// fields one by one): a `SecurityProfile` other than Localhost has no localhost_ref; where a
-    /// version has both forms, a present profile gets (or keeps an equivalent) string, and a
-    /// string without its profile is removed.
+    /// fields one by one): pod and container configs carry their namespace options, and a
+    /// `SecurityProfile` other than Localhost has no localhost_ref. (Any seccomp/AppArmor pair is
+    /// a valid input: see `reconcile_profiles`.)
     pub fn canonicalise(&self, idx: usize, msg: &mut Msg) {
+        self.for_each_nested(idx, msg, &mut |s, i, m| s.canonicalise_node(i, m));
+    }
+
+    fn canonicalise_node(&self, idx: usize, msg: &mut Msg) {
+        let name = self.messages[idx].name;
         // (c) In v1alpha1 an absent NamespaceOption means "no host namespaces", in v1 it means
         //     pid POD; the converter writes v1alpha1's meaning out in full going up (the rules for
         //     PodSandboxConfig and ContainerConfig). So pod and container configs always carry
         //     linux.security_context.namespace_options, in every version.
-        if matches!(self.messages[idx].name, "PodSandboxConfig" | "ContainerConfig") {
+        if matches!(name, "PodSandboxConfig" | "ContainerConfig") {
             self.ensure_present(idx, msg, &["linux", "security_context", "namespace_options"]);
         }
-        for fd in &self.messages[idx].fields {
-            if let Kind::Message(sub) = fd.kind {
-                match msg.fields.get_mut(&fd.number) {
-                    Some(Field::One(Val::Msg(m))) => self.canonicalise(sub, m),
-                    Some(Field::Many(vs)) => {
-                        for v in vs {
-                            if let Val::Msg(m) = v {
-                                self.canonicalise(sub, m);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let name = self.messages[idx].name;
         if name == "SecurityProfile" {
             if let (Some(t), Some(r)) =
                 (self.field_by_name(idx, "profile_type"), self.field_by_name(idx, "localhost_ref"))
@@ -939,31 +1049,6 @@ impl Schema {
                 };
                 if self.enums[e].value_name(number) != Some("Localhost") {
                     msg.fields.remove(&r.number);
-                }
-            }
-        }
-        for &(string_field, profile_field, kind) in profile_pairs(name) {
-            let (Some(sf), Some(pf)) = (self.field_by_name(idx, string_field), self.field_by_name(idx, profile_field))
-            else {
-                continue;
-            };
-            let Kind::Message(sp) = pf.kind else { continue };
-            let profile = match msg.fields.get(&pf.number) {
-                Some(Field::One(Val::Msg(m))) => self.read_profile(sp, m),
-                _ => None,
-            };
-            match profile {
-                Some(p) => {
-                    let current = match msg.fields.get(&sf.number) {
-                        Some(Field::One(Val::Bytes(b))) => String::from_utf8_lossy(b).into_owned(),
-                        _ => String::new(),
-                    };
-                    if parse_profile(kind, &current).as_ref() != Some(&p) {
-                        msg.fields.insert(sf.number, Field::One(Val::Bytes(profile_string(&p).into_bytes())));
-                    }
-                }
-                None => {
-                    msg.fields.remove(&sf.number);
                 }
             }
         }
