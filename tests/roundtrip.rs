@@ -238,7 +238,9 @@ fn old_v1_old(version: CriVersion, name: &str, input: &Msg) -> Result<(), String
     let sent = schema(V1).decode(schema(V1).index(name), &up).map_err(|e| format!("to_v1 output: {e}"))?;
     profiles_consistent(schema(V1), name, &sent)?;
     let up_losses = cx.into_losses();
-    if let Some(verdict) = overflowed(&up_losses, |l| matches!(l.reason, LossReason::EnumValue(_) | LossReason::NoField)) {
+    if let Some(verdict) =
+        overflowed(&up_losses, |l| matches!(l.reason, LossReason::EnumValue(_) | LossReason::NoField))
+    {
         return verdict;
     }
 
@@ -263,7 +265,8 @@ fn old_v1_old(version: CriVersion, name: &str, input: &Msg) -> Result<(), String
             }
             continue;
         }
-        let (LossReason::EnumValue(n), Some((from, to))) = (&loss.reason, enum_pair(old, schema(V1), owner, r.field.number))
+        let (LossReason::EnumValue(n), Some((from, to))) =
+            (&loss.reason, enum_pair(old, schema(V1), owner, r.field.number))
         else {
             return Err(format!("to_v1 reported {}", show_losses(&up_losses)));
         };
@@ -646,7 +649,10 @@ fn scan_reports_unknown_numbers(version: CriVersion, name: &str, input: &Msg) ->
     let s = schema(version);
     let idx = s.index(name);
     let mut msg = input.clone();
-    let seed = s.encode(idx, input).iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3));
+    let seed = s
+        .encode(idx, input)
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3));
     let mut rng = Rng::new(seed);
     let mut inserted = 0;
     s.for_each_nested(idx, &mut msg, &mut |s, i, m| {
