@@ -2,7 +2,7 @@
 //! machine, filters and errors of a real runtime but no processes behind them.
 //!
 //! It serves two users: the tests, which need a backend to put behind the proxy (and can see what
-//! reached it with [`MemoryRuntime::last_metadata`] and [`MemoryRuntime::calls`]), and the README
+//! reached it with [`MemoryRuntime::take_metadata`] and [`MemoryRuntime::calls`]), and the README
 //! quick start, which runs one on a socket with [`serve_memory`] so that cri-bridge and crictl
 //! can be tried without containerd.
 //!
@@ -132,10 +132,11 @@ impl MemoryRuntime {
     }
 
     /// The request metadata of the most recent call of `method` (`Version` or
-    /// `RuntimeService/Version`), whatever version it came in.
-    pub fn last_metadata(&self, method: &str) -> Option<MetadataMap> {
+    /// `RuntimeService/Version`), whatever version it came in, and forgets it: a check after a
+    /// call sees that call's metadata or nothing, never an earlier call's.
+    pub fn take_metadata(&self, method: &str) -> Option<MetadataMap> {
         let method = method.rsplit('/').next().unwrap_or(method);
-        lock(&self.metadata).get(method).cloned()
+        lock(&self.metadata).remove(method)
     }
 
     /// How many calls of `method` (`ListPodSandbox`) the runtime has served, in any version.
@@ -1842,7 +1843,7 @@ mod tests {
                     let code = status.code();
                     assert!(code != Code::Unimplemented && code != Code::Internal, "{}: {status:?}", rpc.path());
                 }
-                assert!(rt.last_metadata(info.method).is_some(), "{}", rpc.path());
+                assert!(rt.take_metadata(info.method).is_some(), "{}", rpc.path());
             }
         }
         let total: usize = CriVersion::NEWEST_FIRST.iter().map(|v| v.schema().rpcs.len()).sum();
@@ -1876,7 +1877,7 @@ mod tests {
         assert!(response.metadata().get(TRACEPARENT).is_some(), "traceparent is echoed");
         let version = response.into_inner();
         assert_eq!((version.runtime_name.as_str(), version.runtime_api_version.as_str()), (RUNTIME_NAME, "v1alpha2"));
-        assert!(rt.last_metadata("RuntimeService/Version").unwrap().get(TRACEPARENT).is_some());
+        assert!(rt.take_metadata("RuntimeService/Version").unwrap().get(TRACEPARENT).is_some());
 
         let config = api::PodSandboxConfig {
             metadata: Some(api::PodSandboxMetadata {

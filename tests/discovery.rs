@@ -42,7 +42,7 @@ async fn a_runtime_absent_at_start_is_found_when_it_appears() {
     let runtime = Runtime::start(&runtime_socket, &[V1alpha2]).await;
     let version = version_eventually(&mut client).await.unwrap();
     assert_eq!(version.runtime_api_version, "v1");
-    assert!(runtime.memory.last_metadata("Version").is_some());
+    assert!(runtime.memory.take_metadata("Version").is_some());
     bridge.stop().await;
     runtime.stop().await;
 }

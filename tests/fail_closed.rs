@@ -398,7 +398,7 @@ async fn the_runtime_gets_the_callers_remaining_time_not_the_original_timeout() 
     let mut request = Request::new(v1::VersionRequest::default());
     request.set_timeout(Duration::from_secs(7));
     client.version(request).await.unwrap();
-    let metadata = setup.runtime.memory.last_metadata("Version").unwrap();
+    let metadata = setup.runtime.memory.take_metadata("Version").unwrap();
     let forwarded = metadata.get("grpc-timeout").expect("a deadline is forwarded").to_str().unwrap().to_string();
     let mut map = tonic::metadata::MetadataMap::new();
     map.insert("grpc-timeout", forwarded.parse().unwrap());

@@ -33,7 +33,7 @@ async fn metadata_and_deadline_reach_the_runtime_in_both_paths() {
         request.set_timeout(Duration::from_secs(30));
         let response = client.list_pod_sandbox(request).await.unwrap();
 
-        let seen = pair.runtime.memory.last_metadata("ListPodSandbox").expect("the runtime saw the call");
+        let seen = pair.runtime.memory.take_metadata("ListPodSandbox").expect("the runtime saw the call");
         assert_eq!(seen.get("traceparent").unwrap(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
         assert_eq!(seen.get("x-request-id").unwrap(), "req-42");
         let deadline =
