@@ -226,7 +226,8 @@ pub fn is_connection_lost(status: &Status) -> bool {
 pub fn timeout_of(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
     let text = metadata.get("grpc-timeout")?.to_str().ok()?;
     let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
-    if digits.is_empty() || digits.len() > 8 {
+    // ASCII digits only: Rust's integer parse would also take a sign (`+5S`).
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let value: u64 = digits.parse().ok()?;
@@ -321,4 +322,45 @@ pub async fn serve<H: Handler>(
         tracing::warn!("connections still open {DRAIN_TIMEOUT:?} after shutdown began; closing them");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timeout_of;
+    use std::time::Duration;
+
+    fn timeout(text: Option<&str>) -> Option<Duration> {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        if let Some(text) = text {
+            metadata.insert("grpc-timeout", text.parse().expect("a valid metadata value"));
+        }
+        timeout_of(&metadata)
+    }
+
+    #[test]
+    fn grpc_timeout_reads_as_the_grpc_http2_spec_says() {
+        let cases = [
+            (Some("2H"), Some(Duration::from_secs(2 * 3600))),
+            (Some("3M"), Some(Duration::from_secs(3 * 60))),
+            (Some("4S"), Some(Duration::from_secs(4))),
+            (Some("5m"), Some(Duration::from_millis(5))),
+            (Some("6u"), Some(Duration::from_micros(6))),
+            (Some("7n"), Some(Duration::from_nanos(7))),
+            (Some("99999999H"), Some(Duration::from_secs(99_999_999 * 3600))),
+            (Some("0m"), Some(Duration::ZERO)),
+            // At most 8 digits, digits only, a known unit.
+            (Some("123456789S"), None),
+            (Some("+5S"), None),
+            (Some("-5S"), None),
+            (Some("1.5S"), None),
+            (Some("5s"), None),
+            (Some("5"), None),
+            (Some("S"), None),
+            (Some(""), None),
+            (None, None),
+        ];
+        for (text, expect) in cases {
+            assert_eq!(timeout(text), expect, "{text:?}");
+        }
+    }
 }
