@@ -174,7 +174,11 @@ async fn swap_and_unified_limits_are_refused_to_a_1_19_runtime_and_carried_to_a_
         .await
         .unwrap()
         .into_inner();
-    assert!(status.status.is_some());
+    // The runtime stored what it was sent: both limits arrived.
+    let carried =
+        status.status.and_then(|s| s.resources).and_then(|r| r.linux).expect("the runtime reports the limits");
+    assert_eq!(carried.memory_swap_limit_in_bytes, 1 << 28);
+    assert_eq!(carried.unified.get("memory.high").map(String::as_str), Some("200000000"));
     new.stop().await;
 }
 
