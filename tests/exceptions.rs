@@ -385,8 +385,24 @@ fn an_unknown_field_number_in_a_request_is_reported() {
         &req[..req.len() - 1],
         Limits::UNKNOWN_ONLY,
         &mut Vec::new(),
-    );
-    assert!(err.is_err());
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "malformed protobuf at CreateContainerRequest: truncated field value");
+    // Deeper down, the path names where: CreateContainerRequest.config (2) → ContainerConfig.image
+    // (2) → ImageSpec.image (1), whose length says 5 bytes where there is 1.
+    let wrap = |number: u32, body: &[u8]| {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(number, prost::encoding::WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(body.len() as u64, &mut out);
+        out.extend_from_slice(body);
+        out
+    };
+    let mut truncated = wrap(1, b"abcde");
+    truncated.truncate(3);
+    let outer = wrap(2, &wrap(2, &truncated));
+    let index = schema.message_index("CreateContainerRequest").unwrap();
+    let err = scan::scan(schema, index, &outer, Limits::UNKNOWN_ONLY, &mut Vec::new()).unwrap_err();
+    assert_eq!(err.to_string(), "malformed protobuf at config.image: truncated field value");
 }
 
 #[test]

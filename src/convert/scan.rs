@@ -119,7 +119,11 @@ impl<'s> Walk<'s, '_, '_> {
         // How many elements of each repeated message field have been seen, for `[i]` in paths.
         let mut seen: Vec<(u32, usize)> = Vec::new();
         while !bytes.is_empty() {
-            let found = next(&mut bytes).map_err(|what| Malformed { path: render(path), what })?;
+            let found = next(&mut bytes).map_err(|what| Malformed {
+                // At the top there is no field to name: name the message.
+                path: if path.is_empty() { info.name.to_string() } else { render(path) },
+                what,
+            })?;
             let Some(field) = info.field(found.number) else {
                 if self.limits.unknown {
                     self.unknown_field(info, found.number, path);
