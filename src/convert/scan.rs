@@ -228,10 +228,13 @@ fn is_carried_anyway(info: &MessageInfo, field: &FieldInfo, value: &[u8], messag
 
 fn next<'b>(bytes: &mut &'b [u8]) -> Result<Found<'b>, &'static str> {
     let key = varint(bytes).ok_or("truncated field key")?;
-    let (number, wire_type) = ((key >> 3) as u32, (key & 7) as u8);
+    // Protobuf field numbers are 1 to 2^29 - 1; cutting a larger key down to u32 would read it
+    // as some other field.
+    let (number, wire_type) = (key >> 3, (key & 7) as u8);
     if number == 0 {
         return Err("field number 0");
     }
+    let number = u32::try_from(number).ok().filter(|n| *n < 1 << 29).ok_or("field number out of range")?;
     let mut found = Found { number, wire_type, varint: 0, value: &[] };
     match wire_type {
         0 => found.varint = varint(bytes).ok_or("truncated field value")?,

@@ -1,0 +1,171 @@
+//! The scan's wire reader, on bytes written by hand: every wire type, the limits of varints and
+//! lengths, field numbers out of range, and what counts as "set" for a blocked field. (The
+//! round-trip suite checks the scan on generated messages; these are the edges a generator does
+//! not reach.)
+
+use cri_bridge::convert::scan::{self, Limits, Malformed};
+use cri_bridge::convert::Loss;
+use cri_bridge::revision::Block;
+use cri_bridge::CriVersion::V1;
+use prost::encoding::{encode_key, encode_varint, WireType};
+
+fn key(number: u32, wire_type: WireType, out: &mut Vec<u8>) {
+    encode_key(number, wire_type, out);
+}
+
+fn length_delimited(number: u32, body: &[u8], out: &mut Vec<u8>) {
+    key(number, WireType::LengthDelimited, out);
+    encode_varint(body.len() as u64, out);
+    out.extend_from_slice(body);
+}
+
+/// Scans `bytes` as v1 `message`, reporting unknown numbers only.
+fn scan_unknown(message: &str, bytes: &[u8]) -> Result<Vec<Loss>, Malformed> {
+    let schema = V1.schema();
+    let mut losses = Vec::new();
+    scan::scan(schema, schema.message_index(message).unwrap(), bytes, Limits::UNKNOWN_ONLY, &mut losses)?;
+    Ok(losses)
+}
+
+fn paths(losses: &[Loss]) -> Vec<String> {
+    losses.iter().map(|l| format!("{} {:?}", l.path, l.reason)).collect()
+}
+
+#[test]
+fn unknown_fields_of_every_wire_type_are_stepped_over_and_each_reported() {
+    // ContainerConfig: #100 varint, #101 fixed64, #102 length-delimited, #103 fixed32, then a
+    // known field (linux, #15) holding an unknown field of its own: the walk must read past
+    // each kind to reach it.
+    let mut linux = Vec::new();
+    key(99, WireType::Varint, &mut linux);
+    encode_varint(7, &mut linux);
+    let mut config = Vec::new();
+    key(100, WireType::Varint, &mut config);
+    encode_varint(u64::MAX, &mut config); // the longest varint: 10 bytes
+    key(101, WireType::SixtyFourBit, &mut config);
+    config.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    length_delimited(102, b"a newer client's text", &mut config);
+    key(103, WireType::ThirtyTwoBit, &mut config);
+    config.extend_from_slice(&[9, 9, 9, 9]);
+    length_delimited(15, &linux, &mut config);
+    let mut request = Vec::new();
+    length_delimited(2, &config, &mut request);
+
+    let losses = scan_unknown("CreateContainerRequest", &request).unwrap();
+    assert_eq!(
+        paths(&losses),
+        [
+            "config.#100 UnknownField",
+            "config.#101 UnknownField",
+            "config.#102 UnknownField",
+            "config.#103 UnknownField",
+            "config.linux.#99 UnknownField",
+        ]
+    );
+    assert_eq!(losses[4].field, "LinuxContainerConfig.#99");
+}
+
+#[test]
+fn elements_of_repeated_messages_are_numbered_in_paths() {
+    // ContainerConfig.mounts (#7): the third mount carries an unknown field.
+    let mut config = Vec::new();
+    length_delimited(7, &[], &mut config);
+    length_delimited(7, &[], &mut config);
+    let mut mount = Vec::new();
+    key(50, WireType::Varint, &mut mount);
+    encode_varint(1, &mut mount);
+    length_delimited(7, &mount, &mut config);
+    assert_eq!(paths(&scan_unknown("ContainerConfig", &config).unwrap()), ["mounts[2].#50 UnknownField"]);
+}
+
+#[test]
+fn malformed_bytes_are_errors_naming_where() {
+    let err = |bytes: &[u8]| scan_unknown("ContainerConfig", bytes).unwrap_err().to_string();
+    let mut groups = Vec::new();
+    for wire_type in [3u8, 4, 6, 7] {
+        groups.clear();
+        encode_varint(u64::from(100u32 << 3 | u32::from(wire_type)), &mut groups);
+        assert_eq!(err(&groups), "malformed protobuf at ContainerConfig: unsupported wire type", "{wire_type}");
+    }
+    // Field number 0, and numbers beyond the protobuf limit (2^29 - 1): a key that would read
+    // as another field if its high bits were cut off.
+    assert_eq!(err(&[0x00, 0x01]), "malformed protobuf at ContainerConfig: field number 0");
+    let mut huge = Vec::new();
+    encode_varint(((1u64 << 32) + 15) << 3 | 2, &mut huge);
+    encode_varint(0, &mut huge);
+    assert_eq!(err(&huge), "malformed protobuf at ContainerConfig: field number out of range");
+    let mut largest = Vec::new();
+    encode_varint(((1u64 << 29) - 1) << 3, &mut largest);
+    encode_varint(0, &mut largest);
+    assert_eq!(paths(&scan_unknown("ContainerConfig", &largest).unwrap()), ["#536870911 UnknownField"]);
+    // A varint of 11 bytes; a key with nothing after it; lengths one past the end.
+    let mut long = Vec::new();
+    key(100, WireType::Varint, &mut long);
+    long.extend_from_slice(&[0xff; 10]);
+    long.push(0x01);
+    assert_eq!(err(&long), "malformed protobuf at ContainerConfig: truncated field value");
+    assert_eq!(err(&[0x80]), "malformed protobuf at ContainerConfig: truncated field key");
+    for (wire_type, body) in [(WireType::SixtyFourBit, 7usize), (WireType::ThirtyTwoBit, 3)] {
+        let mut short = Vec::new();
+        key(100, wire_type, &mut short);
+        short.extend(std::iter::repeat_n(0, body));
+        assert_eq!(err(&short), "malformed protobuf at ContainerConfig: truncated field value", "{wire_type:?}");
+        short.push(0);
+        assert_eq!(paths(&scan_unknown("ContainerConfig", &short).unwrap()), ["#100 UnknownField"]);
+    }
+    let mut past = Vec::new();
+    key(5, WireType::LengthDelimited, &mut past);
+    encode_varint(4, &mut past);
+    past.extend_from_slice(b"abc");
+    assert_eq!(err(&past), "malformed protobuf at ContainerConfig: truncated field value");
+    past.push(b'd');
+    assert!(scan_unknown("ContainerConfig", &past).unwrap().is_empty(), "exactly to the end is whole");
+}
+
+/// A blocked field is reported when it is set: a non-default value, whatever the wire type; an
+/// empty message counts as set (its presence means something), an empty string does not.
+#[test]
+fn a_blocked_field_counts_as_set_when_its_bytes_say_something() {
+    let schema = V1.schema();
+    let (_, working_dir) = schema.field_by_name("ContainerConfig.working_dir").unwrap();
+    let (_, linux) = schema.field_by_name("ContainerConfig.linux").unwrap();
+    let (_, stop_signal) = schema.field_by_name("ContainerConfig.stop_signal").unwrap();
+    let mut blocked = vec![None; schema.field_count];
+    for field in [working_dir, linux, stop_signal] {
+        blocked[field.id] = Some(Block::Revision { runtime: 10, field: 30 });
+    }
+    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 10 };
+    let reported = |bytes: &[u8]| {
+        let mut losses = Vec::new();
+        scan::scan(schema, schema.message_index("ContainerConfig").unwrap(), bytes, limits, &mut losses).unwrap();
+        losses.iter().map(|l| l.path.clone()).collect::<Vec<_>>()
+    };
+    let field = |number: u32, wire_type: WireType, value: &[u8]| {
+        let mut out = Vec::new();
+        key(number, wire_type, &mut out);
+        out.extend_from_slice(value);
+        out
+    };
+    let ss = stop_signal.number;
+    assert!(reported(&field(ss, WireType::Varint, &[0])).is_empty(), "varint 0 is the default");
+    assert_eq!(reported(&field(ss, WireType::Varint, &[3])), ["stop_signal"]);
+    assert!(reported(&field(ss, WireType::SixtyFourBit, &[0; 8])).is_empty(), "all-zero fixed64");
+    assert_eq!(reported(&field(ss, WireType::SixtyFourBit, &[0, 0, 0, 0, 0, 0, 0, 1])), ["stop_signal"]);
+    assert!(reported(&field(ss, WireType::ThirtyTwoBit, &[0; 4])).is_empty(), "all-zero fixed32");
+    assert_eq!(reported(&field(ss, WireType::ThirtyTwoBit, &[1, 0, 0, 0])), ["stop_signal"]);
+    assert!(reported(&field(working_dir.number, WireType::LengthDelimited, &[0])).is_empty(), "empty string");
+    assert_eq!(reported(&field(working_dir.number, WireType::LengthDelimited, &[1, b'/'])), ["working_dir"]);
+    assert_eq!(reported(&field(linux.number, WireType::LengthDelimited, &[0])), ["linux"], "an empty message is set");
+    // A blocked message is reported whole; nothing inside it is walked.
+    let mut inner = Vec::new();
+    key(99, WireType::Varint, &mut inner);
+    encode_varint(1, &mut inner);
+    let mut config = Vec::new();
+    length_delimited(linux.number, &inner, &mut config);
+    assert_eq!(reported(&config), ["linux"]);
+    assert_eq!(
+        paths(&scan_unknown("ContainerConfig", &config).unwrap()),
+        ["linux.#99 UnknownField"],
+        "unblocked, the walk goes inside"
+    );
+}
