@@ -496,3 +496,55 @@ fn a_path_override_wins_over_a_field_override() {
     assert_eq!(LossPolicy::default().action(Side::Request, &loss("config.envs[1].value")), Action::Reject);
     assert_eq!(LossPolicy::default().action(Side::Response, &loss("envs[1].value")), Action::Allow);
 }
+
+/// The policy's counters (logged at shutdown, and what an operator reads to know how much was
+/// dropped) count every field, a record entry's repeats included, under the action taken.
+#[test]
+fn the_policy_counts_each_dropped_field_under_its_action() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let loss = |field: &'static str, path: &str, more: u64| Loss {
+        path: path.into(),
+        field: field.into(),
+        reason: LossReason::NoField,
+        more,
+    };
+    let policy = LossPolicy::default();
+    let counts = |p: &LossPolicy| {
+        (p.counters.rejected.load(Relaxed), p.counters.warned.load(Relaxed), p.counters.allowed.load(Relaxed))
+    };
+
+    // Advisory: warned, with its two repeats.
+    policy
+        .apply(
+            Side::Request,
+            "PullImage",
+            &V1alpha2,
+            vec![loss("ImageSpec.user_specified_image", "image.user_specified_image", 2)],
+        )
+        .unwrap();
+    assert_eq!(counts(&policy), (0, 3, 0));
+    // Security beside advisory: the call is refused; only the refused field counts as rejected,
+    // the advisory one still as warned.
+    let refused = policy
+        .apply(
+            Side::Request,
+            "CreateContainer",
+            &V1alpha2,
+            vec![
+                loss("LinuxContainerSecurityContext.run_as_group", "config.linux.security_context.run_as_group", 1),
+                loss("ImageSpec.user_specified_image", "config.image.user_specified_image", 0),
+            ],
+        )
+        .unwrap_err();
+    assert_eq!(refused.fields.len(), 1, "{refused}");
+    assert_eq!(counts(&policy), (2, 4, 0));
+    // Answers: allowed, counted one by one or as a total.
+    policy
+        .apply(Side::Response, "ContainerStatus", &V1alpha2, vec![loss("ContainerStatus.user", "status.user", 4)])
+        .unwrap();
+    assert_eq!(counts(&policy), (2, 4, 5));
+    policy.count_response_losses(0);
+    assert_eq!(counts(&policy), (2, 4, 5));
+    policy.count_response_losses(7);
+    assert_eq!(counts(&policy), (2, 4, 12));
+}
