@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 declare -A FILES TESTS
 FILES[convert]="src/convert/scan.rs src/convert/policy.rs src/convert/mod.rs src/convert/exceptions/*.rs"
-TESTS[convert]="scan exceptions fail_closed classification defaults roundtrip exhaustive matrix revision transparency meaning"
+TESTS[convert]="scan exceptions fail_closed classification defaults roundtrip exhaustive matrix revision transparency meaning config"
 FILES[network]="src/grpc.rs src/frontend.rs src/backend.rs"
 TESTS[network]="transparency discovery wiring front_door socket config fail_closed matrix cli"
 FILES[forward]="src/forward.rs src/revision.rs src/convert/cx.rs src/convert/loss.rs src/convert/classes.rs"
