@@ -4,9 +4,9 @@
 //! not reach.)
 
 use cri_bridge::convert::scan::{self, Limits, Malformed};
-use cri_bridge::convert::Loss;
-use cri_bridge::revision::Block;
-use cri_bridge::CriVersion::V1;
+use cri_bridge::convert::{Loss, LossReason};
+use cri_bridge::revision::{Block, RuntimeProfile};
+use cri_bridge::CriVersion::{V1alpha2, V1};
 use prost::encoding::{encode_key, encode_varint, WireType};
 
 fn key(number: u32, wire_type: WireType, out: &mut Vec<u8>) {
@@ -168,4 +168,112 @@ fn a_blocked_field_counts_as_set_when_its_bytes_say_something() {
         ["linux.#99 UnknownField"],
         "unblocked, the walk goes inside"
     );
+}
+
+/// Every enum value newer than its version's first revision, in every message that holds it: sent
+/// to a runtime one revision older than the value it is blocked, naming the field; at the value's
+/// own revision it passes. (Values found from the schema tables, so a new one is covered too.)
+#[test]
+fn an_enum_value_is_blocked_below_its_revision_and_passes_from_it() {
+    let (mut checked, mut below_checked) = (0, 0);
+    for version in [V1alpha2, V1] {
+        let schema = version.schema();
+        for (index, message) in schema.messages.iter().enumerate() {
+            for field in message.fields {
+                let Some(e) = field.enumeration else { continue };
+                for value in schema.enums[e].values.iter().filter(|v| v.since > cri_bridge::revision::oldest(version)) {
+                    let mut bytes = Vec::new();
+                    key(field.number, WireType::Varint, &mut bytes);
+                    encode_varint(value.number as i64 as u64, &mut bytes);
+                    let at = |minor: u8| {
+                        let profile = RuntimeProfile::from_version(version, "containerd", "9.9.9", Some(minor));
+                        let blocked = profile.blocked(schema);
+                        let mut losses = Vec::new();
+                        let limits = Limits { unknown: true, blocked: Some(&blocked), minor };
+                        scan::scan(schema, index, &bytes, limits, &mut losses).unwrap();
+                        losses
+                    };
+                    let what = format!("{version} {}.{} = {}", message.name, field.name, value.name);
+                    if field.since < value.since {
+                        let below = at(value.since - 1);
+                        assert_eq!(below.len(), 1, "{what} at 1.{}: {below:?}", value.since - 1);
+                        assert_eq!(below[0].path, field.name, "{what}");
+                        let expect =
+                            LossReason::Blocked(Block::Revision { runtime: value.since - 1, field: value.since });
+                        assert_eq!(below[0].reason, expect, "{what}");
+                        below_checked += 1;
+                    }
+                    // (A field newer than the value is blocked as a whole until its own revision.)
+                    let from = value.since.max(field.since);
+                    assert!(at(from).is_empty(), "{what} at 1.{from}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 5 && below_checked >= 3, "only {checked} newer enum values ({below_checked} in older fields)");
+}
+
+/// Past the first 32 distinct losses, a repeat of a field already recorded is counted on that
+/// field's entry, and on no other.
+#[test]
+fn a_repeated_loss_past_the_bound_counts_on_its_own_entry() {
+    let schema = V1.schema();
+    let mount_with = |propagation: u64| {
+        let mut mount = Vec::new();
+        key(5, WireType::Varint, &mut mount); // Mount.propagation, given an undefined value
+        encode_varint(propagation, &mut mount);
+        mount
+    };
+    let mut config = Vec::new();
+    length_delimited(7, &mount_with(90), &mut config);
+    for number in 100..131 {
+        key(number, WireType::Varint, &mut config);
+        encode_varint(1, &mut config);
+    }
+    length_delimited(7, &mount_with(91), &mut config);
+    key(100, WireType::Varint, &mut config);
+    encode_varint(1, &mut config);
+    let mut losses = Vec::new();
+    let index = schema.message_index("ContainerConfig").unwrap();
+    scan::scan(schema, index, &config, Limits::UNKNOWN_ONLY, &mut losses).unwrap();
+    assert_eq!(losses.len(), 32, "{losses:?}");
+    assert_eq!((losses[0].field.as_ref(), losses[0].more), ("Mount.propagation", 1));
+    assert_eq!((losses[1].field.as_ref(), losses[1].more), ("ContainerConfig.#100", 1));
+    assert!(losses[2..].iter().all(|l| l.more == 0), "{losses:?}");
+}
+
+/// A v1alpha2 runtime before 1.20 reads only the deprecated seccomp/AppArmor strings. A
+/// passthrough request whose profile the string does not say (missing, or naming another
+/// profile) would run under another profile than asked: refused. When the string says the same,
+/// the runtime applies it from the string: the profile may go unread.
+#[allow(deprecated)]
+#[test]
+fn a_profile_a_string_does_not_carry_is_blocked_before_1_20() {
+    use cri_bridge::api::v1alpha2::{security_profile::ProfileType, LinuxContainerSecurityContext, SecurityProfile};
+    use prost::Message;
+    let schema = V1alpha2.schema();
+    let profile = RuntimeProfile::from_version(V1alpha2, "containerd", "1.4.13", Some(19));
+    let blocked = profile.blocked(schema);
+    let index = schema.message_index("LinuxContainerSecurityContext").unwrap();
+    let localhost =
+        Some(SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: "audit.json".into() });
+    let scanned = |string: &str| {
+        let context = LinuxContainerSecurityContext {
+            seccomp: localhost.clone(),
+            seccomp_profile_path: string.into(),
+            apparmor: localhost.clone(),
+            apparmor_profile: string.into(),
+            ..Default::default()
+        };
+        let mut losses = Vec::new();
+        let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19 };
+        scan::scan(schema, index, &context.encode_to_vec(), limits, &mut losses).unwrap();
+        losses.iter().map(|l| l.path.clone()).collect::<Vec<_>>()
+    };
+    assert!(scanned("localhost/audit.json").is_empty(), "the strings say the same");
+    let mut refused = scanned("unconfined");
+    refused.sort();
+    assert_eq!(refused, ["apparmor", "seccomp"]);
+    assert_eq!(scanned(""), scanned("unconfined"));
 }

@@ -44,6 +44,7 @@ for group in "${groups[@]}"; do
         args+=(-f "$f")
     done
     echo "== $group: ${FILES[$group]}"
+    mkdir -p "target/mutants/$group"
     cargo mutants "${args[@]}" "$@" || true # survivors make it exit non-zero; the summary says which
     summarise "target/mutants/$group/mutants.out"
 done
