@@ -65,6 +65,19 @@ fn create_container() -> v1::CreateContainerRequest {
     }
 }
 
+/// A hostile request: 8 MiB of 3-byte unknown fields, numbers 100 to 200,000 over and over,
+/// so the loss record overflows at once and every later field is a repeat or an overflow.
+fn flood() -> Vec<u8> {
+    let mut body = Vec::with_capacity(8 << 20);
+    let mut number = 100u64;
+    while body.len() < 8 << 20 {
+        prost::encoding::encode_varint(number << 3, &mut body);
+        prost::encoding::encode_varint(1, &mut body);
+        number = if number > 200_000 { 100 } else { number + 1 };
+    }
+    body
+}
+
 fn main() {
     let mut criterion = Criterion::default()
         .configure_from_args()
@@ -88,6 +101,7 @@ fn main() {
             }
             .encode_to_vec(),
         ),
+        ("8 MiB of unknown fields (a flood)", "CreateContainerRequest", flood()),
     ];
     for (name, message, bytes) in &cases {
         let index = schema.message_index(message).unwrap();

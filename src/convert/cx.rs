@@ -93,7 +93,7 @@ impl Cx {
         let stack = &self.path;
         super::loss::record(
             &mut self.losses,
-            |recorded| recorded == field,
+            |kept| kept.iter().position(|l| l.field == field),
             || Loss { path: render(stack, field_name(field)), field: Cow::Borrowed(field), reason, more: 0 },
         );
     }

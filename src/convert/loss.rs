@@ -75,21 +75,28 @@ impl fmt::Display for Loss {
 /// Adds a loss to a bounded record: the first [`MAX_DISTINCT`] losses are kept one by one, with
 /// their paths; after that a field already recorded only counts one more, and anything else is
 /// counted in one `TooMany` entry. So a hostile request of millions of unknown fields costs a
-/// bounded record. `same` tells whether a recorded `Message.field` key is the new loss's; `make`
-/// builds the loss only when it is recorded.
-pub fn record(losses: &mut Vec<Loss>, same: impl Fn(&str) -> bool, make: impl FnOnce() -> Loss) {
+/// bounded record. `find` gives the index of the new loss's field among the entries kept (it is
+/// asked only once the record is full); `make` builds the loss only when it is kept. Returns
+/// whether it was kept one by one.
+pub fn record(
+    losses: &mut Vec<Loss>,
+    find: impl FnOnce(&[Loss]) -> Option<usize>,
+    make: impl FnOnce() -> Loss,
+) -> bool {
     if losses.len() < MAX_DISTINCT {
         losses.push(make());
-        return;
+        return true;
     }
-    if let Some(existing) = losses.iter_mut().find(|l| l.reason != LossReason::TooMany && same(&l.field)) {
-        existing.more += 1;
-        return;
+    if let Some(index) = find(&losses[..MAX_DISTINCT]) {
+        losses[index].more += 1;
+        return false;
     }
-    match losses.iter_mut().find(|l| l.reason == LossReason::TooMany) {
-        Some(overflow) => overflow.more += 1,
-        None => {
+    // The overflow entry, once made, is the last: nothing is kept after it.
+    match losses.last_mut() {
+        Some(overflow) if overflow.reason == LossReason::TooMany => overflow.more += 1,
+        _ => {
             losses.push(Loss { path: "…".into(), field: Cow::Borrowed("…"), reason: LossReason::TooMany, more: 0 })
         }
     }
+    false
 }

@@ -49,7 +49,8 @@ pub fn scan(
     losses: &mut Vec<Loss>,
 ) -> Result<(), Malformed> {
     let mut path = Vec::new();
-    Walk { schema, limits, losses }.message(message, bytes, &mut path)
+    let start = losses.len();
+    Walk { schema, limits, losses, start, kept: Vec::new() }.message(message, bytes, &mut path)
 }
 
 /// One step of the path to where the walk is: a field, or an element of a repeated one.
@@ -89,6 +90,11 @@ struct Walk<'s, 'l, 'v> {
     schema: &'s SchemaInfo,
     limits: Limits<'l>,
     losses: &'v mut Vec<Loss>,
+    /// How many losses were recorded before this walk.
+    start: usize,
+    /// (message index, field number) of each loss this walk kept, in order from `start`: past the
+    /// bound, a repeat is found by number, so a flood of unknown fields costs integer compares.
+    kept: Vec<(usize, u32)>,
 }
 
 /// One field as found on the wire.
@@ -126,18 +132,18 @@ impl<'s> Walk<'s, '_, '_> {
             })?;
             let Some(field) = info.field(found.number) else {
                 if self.limits.unknown {
-                    self.unknown_field(info, found.number, path);
+                    self.unknown_field(message, found.number, path);
                 }
                 continue;
             };
             if let Some(block) = self.limits.blocked.and_then(|b| b[field.id]) {
                 if found.is_set(field) && !is_carried_anyway(info, field, found.value, whole) {
-                    self.lose(info, field, path, LossReason::Blocked(block));
+                    self.lose(message, field, path, LossReason::Blocked(block));
                 }
                 continue;
             }
             if let Some(enumeration) = field.enumeration {
-                self.enum_value(info, field, enumeration, &found, path);
+                self.enum_value(message, field, enumeration, &found, path);
             }
             if let (Some(nested), 2) = (field.message, found.wire_type) {
                 path.push(Step::Field(field.name));
@@ -169,7 +175,7 @@ impl<'s> Walk<'s, '_, '_> {
     /// conversion or the runtime refuses it.)
     fn enum_value(
         &mut self,
-        info: &'s MessageInfo,
+        message: usize,
         field: &'s FieldInfo,
         enumeration: usize,
         found: &Found<'_>,
@@ -180,37 +186,52 @@ impl<'s> Walk<'s, '_, '_> {
         }
         let number = found.varint as i32;
         match self.schema.enums[enumeration].value(number) {
-            None if self.limits.unknown => self.lose(info, field, path, LossReason::EnumValue(number)),
+            None if self.limits.unknown => self.lose(message, field, path, LossReason::EnumValue(number)),
             Some(v) if self.limits.blocked.is_some() && v.since > self.limits.minor => {
                 let block = Block::Revision { runtime: self.limits.minor, field: v.since };
-                self.lose(info, field, path, LossReason::Blocked(block))
+                self.lose(message, field, path, LossReason::Blocked(block))
             }
             _ => {}
         }
     }
 
-    fn unknown_field(&mut self, info: &MessageInfo, number: u32, path: &[Step<'_>]) {
+    fn unknown_field(&mut self, message: usize, number: u32, path: &[Step<'_>]) {
+        let name = self.schema.messages[message].name;
         let same = |recorded: &str| {
-            recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix(".#")).and_then(|n| n.parse().ok())
-                == Some(number)
+            recorded.strip_prefix(name).and_then(|r| r.strip_prefix(".#")).and_then(|n| n.parse().ok()) == Some(number)
         };
-        record(self.losses, same, || Loss {
+        self.note((message, number), same, || Loss {
             path: at(path, &format!("#{number}")),
-            field: Cow::Owned(format!("{}.#{number}", info.name)),
+            field: Cow::Owned(format!("{name}.#{number}")),
             reason: LossReason::UnknownField,
             more: 0,
         });
     }
 
-    fn lose(&mut self, info: &MessageInfo, field: &FieldInfo, path: &[Step<'_>], reason: LossReason) {
-        let same =
-            |recorded: &str| recorded.strip_prefix(info.name).and_then(|r| r.strip_prefix('.')) == Some(field.name);
-        record(self.losses, same, || Loss {
+    fn lose(&mut self, message: usize, field: &FieldInfo, path: &[Step<'_>], reason: LossReason) {
+        let name = self.schema.messages[message].name;
+        let same = |recorded: &str| recorded.strip_prefix(name).and_then(|r| r.strip_prefix('.')) == Some(field.name);
+        self.note((message, field.number), same, || Loss {
             path: at(path, field.name),
-            field: Cow::Owned(format!("{}.{}", info.name, field.name)),
+            field: Cow::Owned(format!("{name}.{}", field.name)),
             reason,
             more: 0,
         });
+    }
+
+    /// Records a loss of `key` (message, field number) in the bounded record: this walk's own
+    /// entries are found by number, those recorded before it by name (`same`).
+    fn note(&mut self, key: (usize, u32), same: impl Fn(&str) -> bool, make: impl FnOnce() -> Loss) {
+        let (start, kept) = (self.start, &self.kept);
+        let find = |entries: &[Loss]| {
+            kept.iter()
+                .position(|k| *k == key)
+                .map(|i| start + i)
+                .or_else(|| entries[..start.min(entries.len())].iter().position(|l| same(&l.field)))
+        };
+        if record(self.losses, find, make) {
+            self.kept.push(key);
+        }
     }
 }
 
