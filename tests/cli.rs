@@ -195,6 +195,11 @@ async fn quick_start_serves_and_stops_on_sigterm() {
     };
     assert!(status.success(), "exit status {status}; stderr:\n{logs}");
     assert!(std::fs::symlink_metadata(&socket).is_err(), "{} must be removed on exit", socket.display());
+    // What an operator reads: the runtime named once when found, and nothing to warn about.
+    let named: Vec<&str> = logs.lines().filter(|l| l.contains("container runtime speaks")).collect();
+    assert_eq!(named.len(), 1, "stderr:\n{logs}");
+    assert!(named[0].contains("cri-bridge-memory") && named[0].contains("INFO"), "{}", named[0]);
+    assert!(!logs.contains("WARN"), "a healthy quick start warns of nothing; stderr:\n{logs}");
 }
 
 #[test]
