@@ -215,3 +215,38 @@ fn serve_with_a_bad_backend_names_the_flag() {
     assert!(stderr(&output).contains("tcp://x"), "{output:?}");
     assert!(!dir.path("bridge.sock").exists());
 }
+
+/// With the runtime away, the daemon serves anyway, says so once (a warning naming the
+/// endpoint), and keeps retrying quietly: no warning per retry.
+#[tokio::test]
+async fn an_absent_runtime_is_warned_about_once() {
+    let dir = TempDir::new("cli-away");
+    let socket = dir.path("bridge.sock");
+    let away = dir.path("away.sock");
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--backend")
+        .arg(format!("unix://{}", away.display()))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    wait_for_listener(&mut child, &socket).await;
+    let status = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&socket))
+        .version(v1::VersionRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    // Backoff 100, 200, 400, 800 ms: at least four retries in 1.6 s.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    let exited = wait_timeout(&mut child, Duration::from_secs(5)).await;
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+    assert!(exited.is_some_and(|s| s.success()), "stderr:\n{logs}");
+    let warned: Vec<&str> = logs.lines().filter(|l| l.contains("container runtime not ready")).collect();
+    assert_eq!(warned.len(), 1, "stderr:\n{logs}");
+    assert!(warned[0].contains("WARN") && warned[0].contains(&away.display().to_string()), "{}", warned[0]);
+}

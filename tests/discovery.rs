@@ -219,3 +219,23 @@ async fn a_backend_connection_lost_mid_call_is_unavailable_naming_the_endpoint()
     assert!(status.message().contains(&socket.display().to_string()), "names the endpoint: {status:?}");
     bridge.stop().await;
 }
+
+/// A pin is trusted: pinned to a version the runtime does not serve, cri-bridge still speaks it,
+/// and each call gets the runtime's own UNIMPLEMENTED (naming the service it lacks), not an
+/// UNAVAILABLE that would send an operator looking for a dead runtime.
+#[tokio::test]
+async fn a_pin_to_a_version_the_runtime_lacks_gets_the_runtimes_unimplemented() {
+    let dir = TempDir::new("pin-wrong");
+    let runtime_socket = dir.path("runtime.sock");
+    let runtime = Runtime::start(&runtime_socket, &[V1]).await;
+    let pinned = Bridge::start(config(&dir, &runtime_socket, Some(V1alpha2))).await;
+    let mut client = V1Runtime::new(channel(&pinned.socket));
+    for _ in 0..2 {
+        let status = client.list_pod_sandbox(v1::ListPodSandboxRequest::default()).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+        assert!(status.message().contains("runtime.v1alpha2.RuntimeService"), "{status:?}");
+    }
+    assert_eq!(runtime.memory.calls_of("ListPodSandbox"), 0, "the runtime served none of them");
+    pinned.stop().await;
+    runtime.stop().await;
+}

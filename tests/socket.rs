@@ -276,3 +276,15 @@ async fn the_socket_never_appears_with_more_than_its_mode_even_under_umask_000()
     let octal: Vec<String> = seen.iter().map(|m| format!("{m:o}")).collect();
     assert_eq!(seen, [0o600].into(), "modes the socket was seen with: {octal:?}");
 }
+
+/// A listen path the kernel cannot even look up (a 300-byte file name) is refused before
+/// anything is bound, naming the path and why.
+#[tokio::test]
+async fn a_listen_path_that_cannot_be_inspected_is_an_error_naming_it() {
+    let dir = TempDir::new("toolong");
+    let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
+    config.listen_path = dir.path(&"s".repeat(300));
+    let error = run_fails(config.clone()).await;
+    assert!(error.starts_with("cannot inspect"), "{error}");
+    assert!(error.contains(&config.listen_path.display().to_string()) && error.contains("too long"), "{error}");
+}
