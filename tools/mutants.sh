@@ -20,13 +20,15 @@ TESTS[network]="transparency discovery wiring front_door socket config fail_clos
 FILES[forward]="src/forward.rs src/revision.rs src/convert/cx.rs src/convert/loss.rs src/convert/classes.rs"
 TESTS[forward]="scan exceptions fail_closed classification defaults revision transparency config roundtrip exhaustive matrix discovery wiring meaning"
 
-# Per file: caught / missed / unviable / timeout, as the README's table shows them.
+# Per file: caught / missed / unviable / timeout, as the README's table shows them. After an
+# --iterate run, the last column counts what earlier runs caught or found unviable (not re-run).
 summarise() {
     local out=$1
-    for outcome in caught missed unviable timeout; do
+    for outcome in caught missed unviable timeout previously_caught; do
         [[ -f "$out/$outcome.txt" ]] && sed "s/:.*/ $outcome/" "$out/$outcome.txt"
     done | awk '{ n[$1 " " $2]++; files[$1] = 1 }
-        END { for (f in files) printf "| %s | %d | %d | %d | %d |\n", f, n[f " caught"], n[f " missed"], n[f " unviable"], n[f " timeout"] }' | sort
+        END { for (f in files) printf "| %s | %d | %d | %d | %d | %d |\n", f, n[f " caught"], n[f " missed"],
+              n[f " unviable"], n[f " timeout"], n[f " previously_caught"] }' | sort
 }
 
 groups=(convert network forward)

@@ -197,10 +197,7 @@ impl<'s> Walk<'s, '_, '_> {
 
     fn unknown_field(&mut self, message: usize, number: u32, path: &[Step<'_>]) {
         let name = self.schema.messages[message].name;
-        let same = |recorded: &str| {
-            recorded.strip_prefix(name).and_then(|r| r.strip_prefix(".#")).and_then(|n| n.parse().ok()) == Some(number)
-        };
-        self.note((message, number), same, || Loss {
+        self.note((message, number), || Loss {
             path: at(path, &format!("#{number}")),
             field: Cow::Owned(format!("{name}.#{number}")),
             reason: LossReason::UnknownField,
@@ -210,8 +207,7 @@ impl<'s> Walk<'s, '_, '_> {
 
     fn lose(&mut self, message: usize, field: &FieldInfo, path: &[Step<'_>], reason: LossReason) {
         let name = self.schema.messages[message].name;
-        let same = |recorded: &str| recorded.strip_prefix(name).and_then(|r| r.strip_prefix('.')) == Some(field.name);
-        self.note((message, field.number), same, || Loss {
+        self.note((message, field.number), || Loss {
             path: at(path, field.name),
             field: Cow::Owned(format!("{name}.{}", field.name)),
             reason,
@@ -219,16 +215,13 @@ impl<'s> Walk<'s, '_, '_> {
         });
     }
 
-    /// Records a loss of `key` (message, field number) in the bounded record: this walk's own
-    /// entries are found by number, those recorded before it by name (`same`).
-    fn note(&mut self, key: (usize, u32), same: impl Fn(&str) -> bool, make: impl FnOnce() -> Loss) {
+    /// Records a loss of `key` (message, field number) in the bounded record. Past the bound, a
+    /// repeat of a field this walk kept counts on its entry, found by number; a field only
+    /// recorded before the walk (unknown numbers of the caller's bytes, conversion losses) is
+    /// never one the walk meets again, so it is not searched for.
+    fn note(&mut self, key: (usize, u32), make: impl FnOnce() -> Loss) {
         let (start, kept) = (self.start, &self.kept);
-        let find = |entries: &[Loss]| {
-            kept.iter()
-                .position(|k| *k == key)
-                .map(|i| start + i)
-                .or_else(|| entries[..start.min(entries.len())].iter().position(|l| same(&l.field)))
-        };
+        let find = |_: &[Loss]| kept.iter().position(|k| *k == key).map(|i| start + i);
         if record(self.losses, find, make) {
             self.kept.push(key);
         }
