@@ -250,3 +250,44 @@ async fn an_absent_runtime_is_warned_about_once() {
     assert_eq!(warned.len(), 1, "stderr:\n{logs}");
     assert!(warned[0].contains("WARN") && warned[0].contains(&away.display().to_string()), "{}", warned[0]);
 }
+
+/// The runtime is named when it is first found and when it changes, not at every rediscovery:
+/// a runtime restarted as the same build is found again silently.
+#[tokio::test]
+async fn a_runtime_found_again_unchanged_is_not_announced_again() {
+    let dir = TempDir::new("cli-again");
+    let socket = dir.path("bridge.sock");
+    let runtime_socket = dir.path("runtime.sock");
+    let runtime = Runtime::start(&runtime_socket, &[CriVersion::V1]).await;
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .arg("--backend")
+        .arg(format!("unix://{}", runtime_socket.display()))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    wait_for_listener(&mut child, &socket).await;
+    let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&socket));
+    client.version(v1::VersionRequest::default()).await.expect("first call");
+    let named = |logs: &str| logs.lines().filter(|l| l.contains("container runtime speaks")).count();
+    let before = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+    assert_eq!(named(&before), 1, "named once found, before any restart; stderr:\n{before}");
+    runtime.stop().await;
+    let runtime = Runtime::start(&runtime_socket, &[CriVersion::V1]).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.version(v1::VersionRequest::default()).await.is_err() {
+        assert!(Instant::now() < deadline, "the restarted runtime was not found again in 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(runtime.memory.calls_of("Version") >= 2, "found again: probed, then called");
+    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    let exited = wait_timeout(&mut child, Duration::from_secs(5)).await;
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+    assert!(exited.is_some_and(|s| s.success()), "stderr:\n{logs}");
+    assert_eq!(named(&logs), 1, "not again after the restart; stderr:\n{logs}");
+    runtime.stop().await;
+}
