@@ -94,6 +94,10 @@ fn malformed_bytes_are_errors_naming_where() {
     encode_varint(((1u64 << 32) + 15) << 3 | 2, &mut huge);
     encode_varint(0, &mut huge);
     assert_eq!(err(&huge), "malformed protobuf at ContainerConfig: field number out of range");
+    let mut first_beyond = Vec::new();
+    encode_varint((1u64 << 29) << 3, &mut first_beyond);
+    encode_varint(0, &mut first_beyond);
+    assert_eq!(err(&first_beyond), "malformed protobuf at ContainerConfig: field number out of range");
     let mut largest = Vec::new();
     encode_varint(((1u64 << 29) - 1) << 3, &mut largest);
     encode_varint(0, &mut largest);
