@@ -290,6 +290,7 @@ async fn a_failed_call_on_a_new_connection_is_not_sent_twice() {
     let mut client = V1Runtime::new(channel(&bridge.socket));
     let status_of = || v1::ContainerStatusRequest { container_id: "nope".into(), verbose: false };
     assert_eq!(client.container_status(status_of()).await.unwrap_err().code(), Code::NotFound);
+    assert_eq!(first.memory.calls_of("ContainerStatus"), 1, "an error answer is passed on, not retried");
     // Restarted, same version: the first call goes out on a new connection and fails as the
     // runtime says; only UNIMPLEMENTED there means "not executed", anything else may have run.
     first.stop().await;
