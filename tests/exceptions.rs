@@ -4,23 +4,13 @@
 use cri_bridge::api::{v1, v1alpha1, v1alpha2};
 use cri_bridge::convert::policy::{Action, LossPolicy, Side};
 use cri_bridge::convert::scan::{self, Limits};
-use cri_bridge::convert::{Cx, Loss, LossReason, Route};
+use cri_bridge::convert::{Loss, LossReason};
 use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use prost::Message;
 use std::collections::HashMap;
 
-/// Converts `message` (named `name`) from one version to another and decodes the result.
-fn convert<S: Message, T: Message + Default>(
-    name: &str,
-    from: CriVersion,
-    to: CriVersion,
-    message: &S,
-) -> (T, Vec<Loss>) {
-    let route = Route::new(name, from, to).expect("both versions have the message");
-    let mut cx = Cx::new();
-    let bytes = route.run(&message.encode_to_vec(), &mut cx).expect("converts");
-    (T::decode(bytes.as_slice()).expect("decodes"), cx.into_losses())
-}
+mod common;
+use common::convert;
 
 fn paths(losses: &[Loss]) -> Vec<&str> {
     losses.iter().map(|l| l.path.as_str()).collect()

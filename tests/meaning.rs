@@ -5,16 +5,12 @@
 #![allow(deprecated)] // the deprecated profile strings are what these tables are about
 
 use cri_bridge::api::{v1, v1alpha1, v1alpha2};
-use cri_bridge::convert::{Cx, Loss, Route};
-use cri_bridge::CriVersion::{self, V1alpha1, V1alpha2, V1};
+use cri_bridge::convert::{Cx, Route};
+use cri_bridge::CriVersion::{V1alpha1, V1alpha2, V1};
 use prost::Message;
 
-fn convert<S: Message, T: Message + Default>(name: &str, from: CriVersion, to: CriVersion, m: &S) -> (T, Vec<Loss>) {
-    let route = Route::new(name, from, to).expect("both versions have the message");
-    let mut cx = Cx::new();
-    let bytes = route.run(&m.encode_to_vec(), &mut cx).expect("converts");
-    (T::decode(bytes.as_slice()).expect("decodes"), cx.into_losses())
-}
+mod common;
+use common::convert;
 
 // ---------------------------------------------------------------------------------------------
 // Namespaces: v1 modes ↔ v1alpha1 booleans

@@ -358,9 +358,10 @@ fn v1_old_v1(version: CriVersion, name: &str, input: &Msg) -> Result<(), String>
         let parent =
             expected.message_at_mut(&r.parent).ok_or_else(|| format!("loss {}: parent vanished", loss.path))?;
         let before = parent.fields.get(&r.field.number).cloned();
-        match (&loss.reason, parent.fields.get_mut(&r.field.number)) {
+        let enums = enum_pair(v1, old, owner, r.field.number);
+        match (&loss.reason, parent.fields.get_mut(&r.field.number), enums) {
             // A repeated enum drops only the values with no counterpart.
-            (LossReason::EnumValue(value), Some(Field::Many(values))) => {
+            (LossReason::EnumValue(value), Some(Field::Many(values)), _) => {
                 values.retain(|x| *x != Val::Varint(*value as i64 as u64));
                 if values.is_empty() {
                     parent.fields.remove(&r.field.number);
@@ -368,10 +369,9 @@ fn v1_old_v1(version: CriVersion, name: &str, input: &Msg) -> Result<(), String>
             }
             // A single one comes back as `map_enum` says, down and up again: usually its own
             // number (the loss is that the older side cannot read it), or an UNKNOWN value.
-            (LossReason::EnumValue(value), Some(Field::One(Val::Varint(v))))
-                if *v == *value as i64 as u64 && enum_pair(v1, old, owner, r.field.number).is_some() =>
+            (LossReason::EnumValue(value), Some(Field::One(Val::Varint(v))), Some((from, to)))
+                if *v == *value as i64 as u64 =>
             {
-                let (from, to) = enum_pair(v1, old, owner, r.field.number).expect("checked");
                 let returned = map_enum(to, from, map_enum(from, to, *value).0).0;
                 if returned == *value {
                     continue;

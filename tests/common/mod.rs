@@ -132,3 +132,17 @@ pub async fn wait_for_socket(path: &Path) {
     }
     panic!("nothing listens on {} after 2 s", path.display());
 }
+
+/// Converts `message` (named `name`) from one version to another through the byte-level route
+/// the proxy uses, and decodes the result with the losses reported.
+pub fn convert<S: prost::Message, T: prost::Message + Default>(
+    name: &str,
+    from: CriVersion,
+    to: CriVersion,
+    message: &S,
+) -> (T, Vec<cri_bridge::convert::Loss>) {
+    let route = cri_bridge::convert::Route::new(name, from, to).expect("both versions have the message");
+    let mut cx = cri_bridge::convert::Cx::new();
+    let bytes = route.run(&message.encode_to_vec(), &mut cx).expect("converts");
+    (T::decode(bytes.as_slice()).expect("decodes"), cx.into_losses())
+}
