@@ -8,17 +8,17 @@
 
 use crate::api::{v1, RpcInfo};
 use crate::error::Error;
-use crate::grpc::{unix_channel, CriClient, Rpc};
+use crate::grpc::Rpc;
+use crate::relay::upstream::Upstream;
 use crate::revision::{Block, Features, RuntimeProfile};
 use crate::version::CriVersion;
 use bytes::Bytes;
 use prost::Message;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::sync::{Mutex, Notify};
-use tonic::{Code, Request};
+use tokio::sync::Mutex;
+use tonic::Code;
 
 /// A version as discovered on one connection.
 #[derive(Clone, Debug)]
@@ -59,13 +59,11 @@ pub struct Backend {
     /// As configured: `unix:///run/containerd/containerd.sock`.
     pub endpoint: String,
     role: Role,
-    client: CriClient,
+    upstream: Upstream,
+    max_message_size: usize,
     pinned: Option<CriVersion>,
     /// `backend.revision`: overrides the revision table.
     revision: Option<u8>,
-    /// Incremented by the connector on every connection attempt.
-    connections: Arc<AtomicU64>,
-    connected: Arc<Notify>,
     discovered: RwLock<Option<Discovered>>,
     probing: Mutex<()>,
 }
@@ -79,30 +77,27 @@ impl Backend {
         revision: Option<u8>,
         max_message_size: usize,
     ) -> Backend {
-        let connections = Arc::new(AtomicU64::new(0));
-        let connected = Arc::new(Notify::new());
-        let channel = {
-            let (connections, connected) = (connections.clone(), connected.clone());
-            unix_channel(socket, move || {
-                connections.fetch_add(1, Ordering::SeqCst);
-                connected.notify_one();
-            })
-        };
         Backend {
             endpoint,
             role,
-            client: CriClient::new(channel, max_message_size),
+            upstream: Upstream::new(socket, crate::front_door::MAX_HEADER_LIST_SIZE),
+            max_message_size,
             pinned,
             revision,
-            connections,
-            connected,
             discovered: RwLock::new(None),
             probing: Mutex::new(()),
         }
     }
 
-    pub fn client(&self) -> &CriClient {
-        &self.client
+    /// The connection calls are sent on.
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    /// The connection failed under a call: make a new one, and probe again, on the next call.
+    pub fn lost(&self) {
+        self.upstream.reset();
+        self.forget();
     }
 
     /// The version to speak now, and what the runtime understands: cached for the current
@@ -116,7 +111,7 @@ impl Backend {
             return Ok(found);
         }
         // Read before the probe: a reconnection during it makes the result stale at once.
-        let connection = self.connections.load(Ordering::SeqCst);
+        let connection = self.upstream.connections();
         let (version, profile) = self.probe().await?;
         let found = Discovered {
             version,
@@ -137,7 +132,7 @@ impl Backend {
 
     /// True when the connection has changed since `found` was discovered.
     pub fn is_stale(&self, found: &Discovered) -> bool {
-        self.connections.load(Ordering::SeqCst) != found.connection
+        self.upstream.connections() != found.connection
     }
 
     /// Forgets the discovered version: the next call probes again.
@@ -192,10 +187,8 @@ impl Backend {
     /// The features the runtime reports in `Status`; none when it cannot be read (fail closed).
     pub async fn features(&self) -> Features {
         let info = CriVersion::V1.schema().rpc("RuntimeService", "Status").expect("v1 has Status");
-        let mut request = Request::new(Bytes::new());
-        request.set_timeout(Duration::from_secs(5));
-        match self.client.unary(Rpc { version: CriVersion::V1, info }, request).await {
-            Ok(answer) => match v1::StatusResponse::decode(answer.into_inner()) {
+        match self.unary(Rpc { version: CriVersion::V1, info }, &[]).await {
+            Ok(answer) => match v1::StatusResponse::decode(answer) {
                 Ok(status) => Features::from_status(&status),
                 Err(error) => {
                     tracing::warn!(endpoint = %self.endpoint, %error, "invalid StatusResponse: taking no feature as reported");
@@ -213,19 +206,24 @@ impl Backend {
     pub async fn call_version(&self, version: CriVersion) -> Result<v1::VersionResponse, tonic::Status> {
         let rpc = Rpc { version, info: version_rpc(version) };
         let request = v1::VersionRequest { version: version.as_str().to_string() };
-        let mut request = Request::new(Bytes::from(request.encode_to_vec()));
-        request.set_timeout(Duration::from_secs(5));
-        let response = self.client.unary(rpc, request).await?;
-        v1::VersionResponse::decode(response.into_inner())
+        let response = self.unary(rpc, &request.encode_to_vec()).await?;
+        v1::VersionResponse::decode(response)
             .map_err(|e| tonic::Status::internal(format!("invalid VersionResponse: {e}")))
     }
 
     /// Calls `ImageFsInfo` as `version`: every version's image service has it, and it is cheap.
     async fn call_image_fs_info(&self, version: CriVersion) -> Result<(), tonic::Status> {
         let info = version.schema().rpc("ImageService", "ImageFsInfo").expect("every CRI version has ImageFsInfo");
-        let mut request = Request::new(Bytes::new());
-        request.set_timeout(Duration::from_secs(5));
-        self.client.unary(Rpc { version, info }, request).await.map(drop)
+        self.unary(Rpc { version, info }, &[]).await.map(drop)
+    }
+
+    /// One call of cri-bridge's own (a probe), on the connection calls are sent on.
+    async fn unary(&self, rpc: Rpc, message: &[u8]) -> Result<Bytes, tonic::Status> {
+        let answer = self.upstream.unary(&rpc.path(), message, PROBE_TIMEOUT, self.max_message_size).await;
+        if answer.as_ref().is_err_and(|status| status.code() == Code::Unavailable) {
+            self.upstream.reset();
+        }
+        answer
     }
 
     /// Keeps the discovered version fresh: retries an unreachable runtime with backoff, and probes
@@ -238,7 +236,7 @@ impl Backend {
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
                     reported = false;
-                    self.connected.notified().await;
+                    self.upstream.connected.notified().await;
                 }
                 Err(error) => {
                     if !reported {
@@ -254,6 +252,9 @@ impl Backend {
         }
     }
 }
+
+/// How long a probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn version_rpc(version: CriVersion) -> &'static RpcInfo {
     version.schema().rpc("RuntimeService", "Version").expect("every CRI version has RuntimeService/Version")

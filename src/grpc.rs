@@ -205,26 +205,9 @@ impl CriClient {
     }
 }
 
-/// True when the call failed because the connection to the server could not be made.
-pub fn is_connect_error(status: &Status) -> bool {
-    caused_by::<tonic::ConnectError>(status)
-}
-
-/// True when the connection to the server went away under the call (closed, or the call was
-/// cancelled with it, the answer cut short, the socket broken or reset): the server is gone, not
-/// answering an error.
-pub fn is_connection_lost(status: &Status) -> bool {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, NotConnected, UnexpectedEof};
-    let Some(error) = source_of::<hyper::Error>(status) else { return false };
-    let broken = std::error::Error::source(error).and_then(|e| e.downcast_ref::<std::io::Error>()).is_some_and(|e| {
-        matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | UnexpectedEof)
-    });
-    error.is_closed() || error.is_canceled() || error.is_incomplete_message() || broken
-}
-
 /// The caller's `grpc-timeout` (`<up to 8 digits><H|M|S|m|u|n>`); `None` when absent or invalid.
-pub fn timeout_of(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
-    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+pub fn timeout_of(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    let text = headers.get("grpc-timeout")?.to_str().ok()?;
     let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
     // ASCII digits only: Rust's integer parse would also take a sign (`+5S`).
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -241,6 +224,19 @@ pub fn timeout_of(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::
         "n" => Duration::from_nanos(value),
         _ => return None,
     })
+}
+
+/// `timeout` as `grpc-timeout`: the finest unit whose value fits the 8 digits allowed.
+pub fn encode_timeout(timeout: std::time::Duration) -> http::HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let text = if timeout.as_micros() <= MAX {
+        format!("{}u", timeout.as_micros())
+    } else if timeout.as_millis() <= MAX {
+        format!("{}m", timeout.as_millis())
+    } else {
+        format!("{}S", (timeout.as_secs() as u128).min(MAX))
+    };
+    http::HeaderValue::try_from(text).expect("digits and a unit make a valid header value")
 }
 
 /// tonic's channel enforces the forwarded `grpc-timeout` itself and reports its expiry as
@@ -326,15 +322,30 @@ pub async fn serve<H: Handler>(
 
 #[cfg(test)]
 mod tests {
-    use super::timeout_of;
+    use super::{encode_timeout, timeout_of};
     use std::time::Duration;
 
     fn timeout(text: Option<&str>) -> Option<Duration> {
-        let mut metadata = tonic::metadata::MetadataMap::new();
+        let mut headers = http::HeaderMap::new();
         if let Some(text) = text {
-            metadata.insert("grpc-timeout", text.parse().expect("a valid metadata value"));
+            headers.insert("grpc-timeout", text.parse().expect("a valid header value"));
         }
-        timeout_of(&metadata)
+        timeout_of(&headers)
+    }
+
+    #[test]
+    fn a_timeout_is_sent_in_the_finest_unit_that_fits_and_reads_back() {
+        for (sent, text) in [
+            (Duration::from_micros(1500), "1500u"),
+            (Duration::from_secs(99), "99000000u"),
+            (Duration::from_secs(100), "100000m"),
+            (Duration::from_secs(200_000), "200000S"),
+            (Duration::from_secs(u64::MAX), "99999999S"),
+        ] {
+            assert_eq!(encode_timeout(sent), text);
+            let back = timeout(Some(text)).expect("reads back");
+            assert!(back <= sent, "{text}");
+        }
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
 //! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
 //!   the features it reports.
-//! - [`forward`]: the one forwarding path: passthrough or convert, unary and streaming.
+//! - [`forward`]: the one forwarding path: what each call does (passthrough or convert, unary
+//!   and streaming), decided per RPC and backend version at start.
+//! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, the one shared
+//!   connection to the runtime, the answer relayed frame by frame.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
 //! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
 //! - [`config`]: the YAML file, CLI overrides, validation naming the key.
@@ -37,6 +40,7 @@ pub mod frontend;
 pub mod grpc;
 pub mod memory;
 pub mod probe;
+pub mod relay;
 pub mod revision;
 pub mod run;
 pub mod version;

@@ -6,7 +6,6 @@ use crate::config::{Config, Endpoint};
 use crate::convert::policy::LossPolicy;
 use crate::forward::Forwarder;
 use crate::frontend::{self, BindError};
-use crate::grpc::{self, CriServer};
 use crate::version::CriVersion;
 use std::future::Future;
 use std::path::PathBuf;
@@ -97,9 +96,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
             "serving CRI"
         );
         let policy = Arc::new(LossPolicy::new(config.loss_policy.clone()));
-        let forwarder = Arc::new(Forwarder::new(runtime.clone(), image.clone(), policy.clone()));
-        let served =
-            grpc::serve(listener, CriServer::new(forwarder, &config.versions, config.max_message_size), shutdown).await;
+        let forwarder = Arc::new(Forwarder::new(
+            runtime.clone(),
+            image.clone(),
+            policy.clone(),
+            &config.versions,
+            config.max_message_size,
+        ));
+        let served = crate::relay::serve(listener, forwarder, shutdown).await;
         socket_file.remove_if_ours();
         let counters = &policy.counters;
         tracing::info!(

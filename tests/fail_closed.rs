@@ -406,7 +406,7 @@ async fn the_runtime_gets_the_callers_remaining_time_not_the_original_timeout() 
     let forwarded = metadata.get("grpc-timeout").expect("a deadline is forwarded").to_str().unwrap().to_string();
     let mut map = tonic::metadata::MetadataMap::new();
     map.insert("grpc-timeout", forwarded.parse().unwrap());
-    let remaining = cri_bridge::grpc::timeout_of(&map).unwrap();
+    let remaining = cri_bridge::grpc::timeout_of(map.as_ref()).unwrap();
     assert!(remaining < Duration::from_secs(7) && remaining > Duration::from_secs(6), "{forwarded}");
     setup.stop().await;
 }

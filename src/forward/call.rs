@@ -1,0 +1,304 @@
+//! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
+
+use super::{Forwarder, Method, Plan, EVENT_STATUS_SINCE, REPROBE_AFTER};
+use crate::backend::{Backend, Discovered};
+use crate::error::Error;
+use crate::grpc::{encode_timeout, timeout_of, Rpc};
+use crate::relay::answer::{Answer, CallerGone};
+use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::RecvStream;
+use http::HeaderMap;
+use std::sync::Arc;
+use tokio::time::Instant;
+use tonic::{Code, Status};
+
+/// Why a call ended without the runtime's own answer.
+enum Failure {
+    /// Answered with cri-bridge's status.
+    Status(Status),
+    /// The caller went away: there is no one to answer.
+    Gone,
+}
+
+impl From<Status> for Failure {
+    fn from(status: Status) -> Failure {
+        Failure::Status(status)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Failure {
+        Failure::Status(error.into())
+    }
+}
+
+impl From<CallerGone> for Failure {
+    fn from(_: CallerGone) -> Failure {
+        Failure::Gone
+    }
+}
+
+/// The caller's headers that describe its own HTTP/2 request rather than the call (its body's
+/// `content-length` among them: a converted body has another length), or are set anew (the
+/// deadline, sent as the time left). Everything else (`traceparent`, `user-agent`, …) passes on.
+const NOT_FORWARDED: [&str; 7] =
+    ["te", "content-type", "content-length", "host", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout"];
+
+impl Forwarder {
+    /// Serves one stream of a client connection to its end.
+    pub async fn serve_call(self: Arc<Self>, request: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+        let mut answer = Answer::new(respond);
+        let (head, body) = request.into_parts();
+        let Some(method) = self.methods.get(head.uri.path()) else {
+            let status = Status::unimplemented(format!("unknown service or method {}", head.uri.path()));
+            answer.status(&status);
+            return;
+        };
+        // The caller's deadline, from the moment its call arrived: time spent here (probing,
+        // converting, a retry) is taken from what the runtime is given.
+        let deadline = timeout_of(&head.headers).map(|timeout| Instant::now() + timeout);
+        let call = self.call(method, head.headers, body, deadline, &mut answer);
+        let outcome = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
+            None => call.await,
+        };
+        let rpc = method.rpc;
+        match outcome {
+            Ok(code) => tracing::debug!(rpc = %rpc.path(), ?code, "answered"),
+            Err(Failure::Status(status)) => {
+                tracing::debug!(rpc = %rpc.path(), code = ?status.code(), message = status.message(), "answered");
+                answer.status(&status);
+            }
+            Err(Failure::Gone) => tracing::debug!(rpc = %rpc.path(), "the caller went away"),
+        }
+    }
+
+    /// Sends the request (converted, or as it came) and relays the answer. A call answered
+    /// `UNIMPLEMENTED` on a connection newer than the discovered version (the runtime was
+    /// restarted, maybe upgraded) was not executed: probe again and retry once. An RPC the
+    /// discovered version lacks is checked the same way (one probe) when the discovery is over a
+    /// second old, before the caller is told `UNIMPLEMENTED`.
+    async fn call(
+        &self,
+        method: &Method,
+        headers: HeaderMap,
+        body: RecvStream,
+        deadline: Option<Instant>,
+        answer: &mut Answer,
+    ) -> Result<Code, Failure> {
+        let rpc = method.rpc;
+        let frame = answer.unless_gone(read_request(rpc, body, self.max_message_size)).await??;
+        let message = frame.slice(PREFIX_LEN..);
+        let backend = self.backend_for(rpc);
+        let mut metadata = headers;
+        for name in NOT_FORWARDED {
+            metadata.remove(name);
+        }
+        metadata.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+        metadata.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+        let (mut retried, mut reconnected) = (false, false);
+        loop {
+            let found = backend.version().await?;
+            let plan = method.plan(found.version);
+            let Some((_, uri)) = &plan.backend else {
+                // The runtime may have been upgraded since it was probed, with no call (and so no
+                // reconnection) in between: ask again before saying it lacks the RPC, at most
+                // once a second.
+                if !retried && found.at.elapsed() > REPROBE_AFTER {
+                    backend.forget();
+                    retried = true;
+                    continue;
+                }
+                return Err(Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version }.into());
+            };
+            let outgoing = match self.convert_request(rpc, plan, &found, &message)? {
+                None => frame.clone(),
+                Some(converted) => message::frame(&converted),
+            };
+            let mut request = http::Request::new(());
+            *request.method_mut() = http::Method::POST;
+            *request.uri_mut() = uri.clone();
+            *request.headers_mut() = metadata.clone();
+            if let Some(deadline) = deadline {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(expired().into());
+                }
+                request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
+            }
+            let response = match send(backend, request, outgoing).await {
+                Ok(response) => answer.unless_gone(response).await?,
+                // Nothing reached the runtime: a connection that went away since the last call
+                // (a runtime restarted) is made again, once.
+                Err(Unsent(detail)) => {
+                    backend.lost();
+                    if !reconnected {
+                        reconnected = true;
+                        continue;
+                    }
+                    return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());
+                }
+            };
+            let response = match response {
+                Ok(response) => response,
+                Err(error) => return Err(self.runtime_failed(backend, error, answer)),
+            };
+            if response.body().is_end_stream()
+                && grpc_code(response.headers()) == Some(Code::Unimplemented)
+                && !retried
+                && backend.is_stale(&found)
+            {
+                backend.forget();
+                retried = true;
+                continue;
+            }
+            return self.relay_answer(rpc, plan, &found, backend, response, answer).await;
+        }
+    }
+
+    /// Hands the runtime's answer to the caller: the head, every DATA frame as it came (only
+    /// each message's size read) or each message converted, and the trailers.
+    async fn relay_answer(
+        &self,
+        rpc: Rpc,
+        plan: &Plan,
+        found: &Discovered,
+        backend: &Backend,
+        response: http::Response<RecvStream>,
+        answer: &mut Answer,
+    ) -> Result<Code, Failure> {
+        let old_events = rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE;
+        let converting = !plan.response.is_identity() || old_events;
+        let (mut head, mut body) = response.into_parts();
+        if converting {
+            head.headers.remove(http::header::CONTENT_LENGTH);
+        }
+        if body.is_end_stream() {
+            let code = grpc_code(&head.headers).unwrap_or(Code::Unknown);
+            note_answer(backend, code);
+            answer.head(http::Response::from_parts(head, ()), true)?;
+            return Ok(code);
+        }
+        answer.head(http::Response::from_parts(head, ()), false)?;
+        let limit = self.max_message_size;
+        let too_big =
+            |error: message::MessageError| error.into_status(&format!("the runtime's answer to {}", rpc.name()));
+        let (mut meter, mut splitter, mut messages) = (Meter::default(), Splitter::default(), Vec::new());
+        loop {
+            let chunk = match answer.unless_gone(body.data()).await? {
+                None => break,
+                Some(Ok(chunk)) => chunk,
+                Some(Err(error)) => return Err(self.runtime_failed(backend, error, answer)),
+            };
+            let size = chunk.len();
+            if converting {
+                splitter.push(chunk, limit, &mut messages).map_err(too_big)?;
+                for message in messages.drain(..) {
+                    let converted = self.convert_response(rpc, plan, found, message)?;
+                    answer.data(message::frame(&converted)).await?;
+                }
+            } else {
+                meter.pass(&chunk, limit).map_err(too_big)?;
+                answer.data(chunk).await?;
+            }
+            // Only now may the runtime send more: a slow caller slows the runtime's stream.
+            let _ = body.flow_control().release_capacity(size);
+        }
+        splitter.finish().and(meter.finish()).map_err(too_big)?;
+        match answer.unless_gone(body.trailers()).await? {
+            Ok(Some(trailers)) => {
+                let code = grpc_code(&trailers).unwrap_or(Code::Unknown);
+                note_answer(backend, code);
+                answer.trailers(trailers)?;
+                Ok(code)
+            }
+            // No status: the caller's gRPC library says so, as it would have directly.
+            Ok(None) => {
+                answer.end()?;
+                Ok(Code::Unknown)
+            }
+            Err(error) => Err(self.runtime_failed(backend, error, answer)),
+        }
+    }
+
+    /// The runtime reset the call's stream (passed on as the same reset), or the connection to
+    /// it failed (UNAVAILABLE naming the endpoint; not retried: a call sent may have run).
+    fn runtime_failed(&self, backend: &Backend, error: h2::Error, answer: &mut Answer) -> Failure {
+        if let (Some(reason), true, false) = (error.reason(), error.is_reset() && error.is_remote(), error.is_go_away())
+        {
+            answer.reset(reason);
+            return Failure::Gone;
+        }
+        backend.lost();
+        Error::Unreachable { endpoint: backend.endpoint.clone(), detail: error.to_string() }.into()
+    }
+}
+
+/// The call could not be sent: nothing of it reached the runtime.
+struct Unsent(String);
+
+/// Opens the call's stream to the runtime and sends the request's one message.
+async fn send(
+    backend: &Backend,
+    request: http::Request<()>,
+    frame: Bytes,
+) -> Result<h2::client::ResponseFuture, Unsent> {
+    let unsent = |error: &dyn std::fmt::Display| Unsent(error.to_string());
+    let sender = backend.upstream().sender().await.map_err(|e| unsent(&e))?;
+    let mut sender = sender.ready().await.map_err(|e| unsent(&e))?;
+    let (response, mut stream) = sender.send_request(request, false).map_err(|e| unsent(&e))?;
+    // Buffered by h2 and sent as the runtime's window allows; an error here shows in `response`.
+    let _ = stream.send_data(frame, true);
+    Ok(response)
+}
+
+/// An answer of `UNAVAILABLE` means the runtime is going away: probe it again on the next call.
+fn note_answer(backend: &Backend, code: Code) {
+    if code == Code::Unavailable {
+        backend.forget();
+    }
+}
+
+/// The `grpc-status` of an answer's head or trailers.
+fn grpc_code(headers: &HeaderMap) -> Option<Code> {
+    headers.get("grpc-status").map(|value| Code::from_bytes(value.as_bytes()))
+}
+
+/// Gathers the request's one message (with its prefix). A message that arrives in one DATA frame,
+/// as every client sends a CRI request, is taken without a copy.
+async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<Bytes, Status> {
+    let what = || format!("the {} request", rpc.name());
+    let mut first: Option<Bytes> = None;
+    let mut gathered = BytesMut::new();
+    let mut splitter_check = Meter::default();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|error| Status::cancelled(format!("{}: {error}", what())))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        splitter_check.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
+        match first.take() {
+            None if gathered.is_empty() => first = Some(chunk),
+            None => gathered.extend_from_slice(&chunk),
+            Some(earlier) => {
+                gathered.extend_from_slice(&earlier);
+                gathered.extend_from_slice(&chunk);
+            }
+        }
+    }
+    splitter_check.finish().map_err(|error| error.into_status(&what()))?;
+    let frame = first.unwrap_or_else(|| gathered.freeze());
+    if frame.len() < PREFIX_LEN {
+        return Err(Status::internal(format!("{}: the body holds no message", what())));
+    }
+    let size = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]) as usize;
+    if frame.len() != PREFIX_LEN + size {
+        return Err(Status::internal(format!("{}: more than one message in a unary request", what())));
+    }
+    Ok(frame)
+}
+
+/// The deadline passed while cri-bridge held the call.
+fn expired() -> Status {
+    Status::deadline_exceeded("deadline exceeded before the container runtime answered")
+}

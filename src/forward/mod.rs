@@ -1,0 +1,230 @@
+//! The one forwarding path (DESIGN principle 6): every RPC of every frontend version, unary or
+//! server-streaming, goes through `Forwarder`.
+//!
+//! Per call (`call.rs`): find the RPC by its path and the backend's version, look up the
+//! precomputed `Plan` for (caller's version, backend's version, RPC), convert the request (or
+//! pass its bytes unchanged when the versions match), apply the loss policy, open a stream to the
+//! runtime with the caller's metadata and what is left of its deadline, and hand the answer back:
+//! as it came when the versions match, message by message converted when they do not. The
+//! runtime's status comes back unchanged.
+
+mod call;
+
+use crate::backend::{Backend, Discovered};
+use crate::convert::policy::{LossPolicy, Side};
+use crate::convert::scan::{self, Limits};
+use crate::convert::{Cx, Route};
+use crate::error::Error;
+use crate::grpc::Rpc;
+use crate::version::CriVersion;
+use bytes::Bytes;
+use prost::Message;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// How one RPC travels from one frontend version to one backend version; computed at start.
+struct Plan {
+    /// The backend version this plan is for.
+    version: CriVersion,
+    /// The RPC as the backend's version names it, and its URI there; `None` when that version
+    /// lacks it.
+    backend: Option<(Rpc, http::Uri)>,
+    request: Route,
+    response: Route,
+    /// The request message in the frontend schema, for the unknown-field scan.
+    request_index: usize,
+    /// The request message in the backend schema, for the scan of what the runtime receives.
+    backend_request_index: usize,
+    /// Whether a passthrough request is scanned: its message tree has a field or enum value
+    /// newer than the version's first revision, or a message where an unknown number matters.
+    /// The others (Version, Status, the status reads) pass unscanned.
+    scan_passthrough: bool,
+}
+
+/// One RPC of one served version, and its plan for each backend version.
+struct Method {
+    rpc: Rpc,
+    plans: Vec<Plan>,
+}
+
+impl Method {
+    fn plan(&self, backend: CriVersion) -> &Plan {
+        self.plans.iter().find(|p| p.version == backend).expect("a plan for every backend version")
+    }
+}
+
+pub struct Forwarder {
+    runtime: Arc<Backend>,
+    image: Arc<Backend>,
+    policy: Arc<LossPolicy>,
+    /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
+    methods: HashMap<String, Method>,
+    max_message_size: usize,
+}
+
+impl Forwarder {
+    /// `image` may be the same backend as `runtime` (no separate image endpoint).
+    pub fn new(
+        runtime: Arc<Backend>,
+        image: Arc<Backend>,
+        policy: Arc<LossPolicy>,
+        served: &[CriVersion],
+        max_message_size: usize,
+    ) -> Forwarder {
+        let mut methods = HashMap::new();
+        for &frontend in served {
+            let schema = frontend.schema();
+            for info in schema.rpcs {
+                let rpc = Rpc { version: frontend, info };
+                let plans = CriVersion::NEWEST_FIRST.iter().map(|&backend| plan(rpc, backend)).collect();
+                methods.insert(rpc.path(), Method { rpc, plans });
+            }
+        }
+        Forwarder { runtime, image, policy, methods, max_message_size }
+    }
+
+    fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
+        if rpc.info.service == "ImageService" {
+            &self.image
+        } else {
+            &self.runtime
+        }
+    }
+
+    /// Converts the request for the runtime (or passes its bytes), and judges every field the
+    /// runtime would not see: unknown to cri-bridge's schema, lost by the conversion, or beyond
+    /// what the runtime's revision and features act on. `None`: the bytes pass as they came.
+    fn convert_request(
+        &self,
+        rpc: Rpc,
+        plan: &Plan,
+        found: &Discovered,
+        body: &Bytes,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let bad = |detail: String| Error::BadRequest {
+            rpc: rpc.name(),
+            version: rpc.version,
+            message: rpc.info.request,
+            detail,
+        };
+        let profile = &found.profile;
+        let runtime = Limits {
+            // A runtime newer than cri-bridge's schema may know what cri-bridge does not.
+            unknown: !profile.runtime.is_newer_than_schema(),
+            blocked: Some(&profile.blocked),
+            minor: profile.runtime.minor,
+        };
+        let backend_schema = found.version.schema();
+        let mut losses = Vec::new();
+        let converted = if plan.request.is_identity() {
+            if !plan.scan_passthrough {
+                return Ok(None);
+            }
+            scan::scan(backend_schema, plan.backend_request_index, body, runtime, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            None
+        } else {
+            scan::scan(rpc.version.schema(), plan.request_index, body, Limits::UNKNOWN_ONLY, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            let mut cx = Cx::new();
+            let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            losses.extend(cx.into_losses());
+            let after = Limits { unknown: false, ..runtime };
+            scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
+                .map_err(|e| bad(e.to_string()))?;
+            Some(converted)
+        };
+        if !losses.is_empty() {
+            self.policy.apply(Side::Request, &rpc.name(), &profile.runtime, losses)?;
+        }
+        Ok(converted)
+    }
+
+    fn convert_response(&self, rpc: Rpc, plan: &Plan, found: &Discovered, body: Bytes) -> Result<Bytes, Error> {
+        let backend = found.version;
+        if rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE {
+            return self.convert_old_event(rpc, plan, found, body);
+        }
+        if plan.response.is_identity() {
+            return Ok(body);
+        }
+        let bad = |detail: String| Error::BadResponse {
+            rpc: rpc.name(),
+            version: backend,
+            message: rpc.info.response,
+            detail,
+        };
+        let mut cx = Cx::counting();
+        let mut converted = plan.response.run(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
+        self.policy.count_response_losses(cx.loss_count());
+        if rpc.info.method == "Version" {
+            converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
+        }
+        Ok(converted.into())
+    }
+}
+
+/// How old a discovery must be before an RPC missing from its version makes cri-bridge probe
+/// again (a runtime upgraded while no call was made).
+const REPROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// From this revision `ContainerEventResponse` #4 is a `PodSandboxStatus`; before (1.25) it was
+/// a `PodSandboxMetadata`, which does not decode as one.
+const EVENT_STATUS_SINCE: u8 = 26;
+
+fn plan(rpc: Rpc, backend: CriVersion) -> Plan {
+    let frontend = rpc.version;
+    let info = rpc.info;
+    let target = rpc.in_version(backend);
+    let route =
+        |name, from, to| Route::new(name, from, to).expect("an RPC shared by two versions has the same messages");
+    let (request, response) = match target {
+        Some(_) => (route(info.request, frontend, backend), route(info.response, backend, frontend)),
+        None => (Route::identity(), Route::identity()),
+    };
+    let schema = frontend.schema();
+    let request_index = schema.message_index(info.request).expect("request message in schema");
+    let backend_request_index = backend.schema().message_index(info.request).unwrap_or(request_index);
+    let scan_passthrough = target.is_some() && scan::worth_scanning(backend, backend_request_index);
+    let uri = |target: Rpc| {
+        let uri = format!("http://localhost{}", target.path());
+        uri.parse().expect("a CRI path makes a valid URI")
+    };
+    Plan {
+        version: backend,
+        backend: target.map(|t| (t, uri(t))),
+        request,
+        response,
+        request_index,
+        backend_request_index,
+        scan_passthrough,
+    }
+}
+
+impl Forwarder {
+    /// An event from a 1.25-revision runtime: its #4 (`pod_sandbox_metadata`) is left out, and
+    /// counted, rather than handed on as a `PodSandboxStatus` it is not (with no state, it would
+    /// read as SANDBOX_READY).
+    fn convert_old_event(&self, rpc: Rpc, plan: &Plan, found: &Discovered, body: Bytes) -> Result<Bytes, Error> {
+        let bad = |detail: String| Error::BadResponse {
+            rpc: rpc.name(),
+            version: found.version,
+            message: rpc.info.response,
+            detail,
+        };
+        let (kept, dropped) = scan::without_field(&body, 4).map_err(|e| bad(e.to_string()))?;
+        self.policy.count_response_losses(usize::from(dropped));
+        let mut cx = Cx::counting();
+        let converted = plan.response.run(&kept, &mut cx).map_err(|e| bad(e.to_string()))?;
+        self.policy.count_response_losses(cx.loss_count());
+        Ok(converted.into())
+    }
+}
+
+/// `Version.runtime_api_version` names the version the caller speaks, not the backend's.
+/// (`VersionResponse` has the same fields in every version.)
+fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, prost::DecodeError> {
+    let mut response = crate::api::v1::VersionResponse::decode(bytes)?;
+    response.runtime_api_version = caller.as_str().to_string();
+    Ok(response.encode_to_vec())
+}

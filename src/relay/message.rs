@@ -1,0 +1,198 @@
+//! gRPC's length-prefixed messages (a flag byte, a 4-byte big-endian length, the bytes) as they
+//! cross the relay: a request gathered whole, and an answer's stream cut into messages or only
+//! measured as it passes.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tonic::Status;
+
+/// The flag byte and the length.
+pub const PREFIX_LEN: usize = 5;
+
+/// Frames `message` for the wire.
+pub fn frame(message: &[u8]) -> Bytes {
+    let mut framed = BytesMut::with_capacity(PREFIX_LEN + message.len());
+    framed.put_u8(0);
+    framed.put_u32(message.len() as u32);
+    framed.put_slice(message);
+    framed.freeze()
+}
+
+/// Why a message could not be taken: each becomes the status gRPC servers give for it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MessageError {
+    #[error("a message of {size} bytes is larger than max_message_size ({limit} bytes)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("compressed messages are not supported (cri-bridge offers no grpc-encoding)")]
+    Compressed,
+    #[error("invalid gRPC message flag {0:#04x}")]
+    BadFlag(u8),
+    #[error("the body ended inside a message")]
+    Truncated,
+}
+
+impl MessageError {
+    pub fn into_status(self, what: &str) -> Status {
+        let message = format!("{what}: {self}");
+        match self {
+            MessageError::TooLarge { .. } => Status::resource_exhausted(message),
+            MessageError::Compressed => Status::unimplemented(message),
+            MessageError::BadFlag(_) | MessageError::Truncated => Status::internal(message),
+        }
+    }
+}
+
+/// Reads a prefix; `Ok(None)` when fewer than [`PREFIX_LEN`] bytes are there yet.
+fn prefix(bytes: &[u8], limit: usize) -> Result<Option<usize>, MessageError> {
+    if bytes.len() < PREFIX_LEN {
+        return Ok(None);
+    }
+    match bytes[0] {
+        0 => {}
+        1 => return Err(MessageError::Compressed),
+        flag => return Err(MessageError::BadFlag(flag)),
+    }
+    let size = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+    if size > limit {
+        return Err(MessageError::TooLarge { size, limit });
+    }
+    Ok(Some(size))
+}
+
+/// Cuts a stream of DATA chunks into whole messages; holds at most one message and a prefix.
+#[derive(Default)]
+pub struct Splitter {
+    pending: BytesMut,
+}
+
+impl Splitter {
+    /// Adds a chunk and takes every message it completes (without their prefixes). The common
+    /// case, a chunk that is exactly one message, is sliced without a copy.
+    pub fn push(&mut self, chunk: Bytes, limit: usize, out: &mut Vec<Bytes>) -> Result<(), MessageError> {
+        if self.pending.is_empty() {
+            if let Some(size) = prefix(&chunk, limit)? {
+                if chunk.len() == PREFIX_LEN + size {
+                    out.push(chunk.slice(PREFIX_LEN..));
+                    return Ok(());
+                }
+            }
+        }
+        self.pending.extend_from_slice(&chunk);
+        while let Some(size) = prefix(&self.pending, limit)? {
+            if self.pending.len() < PREFIX_LEN + size {
+                break;
+            }
+            self.pending.advance(PREFIX_LEN);
+            out.push(self.pending.split_to(size).freeze());
+        }
+        Ok(())
+    }
+
+    /// At the end of the body: an unfinished message is an error.
+    pub fn finish(&self) -> Result<(), MessageError> {
+        if self.pending.is_empty() {
+            Ok(())
+        } else {
+            Err(MessageError::Truncated)
+        }
+    }
+}
+
+/// Follows message boundaries in a stream passed on unchanged, so that each message's size is
+/// checked without gathering it: only prefixes are read, a few bytes a message.
+#[derive(Default)]
+pub struct Meter {
+    /// Bytes of the current message's body still to pass.
+    remaining: usize,
+    /// A prefix split across chunks.
+    partial: Vec<u8>,
+}
+
+impl Meter {
+    pub fn pass(&mut self, mut chunk: &[u8], limit: usize) -> Result<(), MessageError> {
+        while !chunk.is_empty() {
+            if self.remaining > 0 {
+                let step = self.remaining.min(chunk.len());
+                self.remaining -= step;
+                chunk = &chunk[step..];
+                continue;
+            }
+            let need = PREFIX_LEN - self.partial.len();
+            if self.partial.is_empty() && chunk.len() >= PREFIX_LEN {
+                self.remaining = prefix(chunk, limit)?.unwrap_or(0);
+                chunk = &chunk[PREFIX_LEN..];
+            } else {
+                let step = need.min(chunk.len());
+                self.partial.extend_from_slice(&chunk[..step]);
+                chunk = &chunk[step..];
+                if self.partial.len() == PREFIX_LEN {
+                    self.remaining = prefix(&self.partial, limit)?.unwrap_or(0);
+                    self.partial.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(&self) -> Result<(), MessageError> {
+        if self.remaining == 0 && self.partial.is_empty() {
+            Ok(())
+        } else {
+            Err(MessageError::Truncated)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(parts: &[&[u8]]) -> Vec<u8> {
+        parts.iter().flat_map(|p| frame(p).to_vec()).collect()
+    }
+
+    #[test]
+    fn messages_are_cut_out_of_any_chunking_and_metered_alike() {
+        let messages: [&[u8]; 4] = [b"", b"a", &[7u8; 300], b"xyz"];
+        let stream = framed(&messages);
+        for chunk_size in [1, 2, 4, 5, 6, 7, 64, stream.len()] {
+            let mut splitter = Splitter::default();
+            let mut meter = Meter::default();
+            let mut out = Vec::new();
+            for chunk in stream.chunks(chunk_size) {
+                splitter.push(Bytes::copy_from_slice(chunk), 1000, &mut out).unwrap();
+                meter.pass(chunk, 1000).unwrap();
+            }
+            splitter.finish().unwrap();
+            meter.finish().unwrap();
+            let got: Vec<&[u8]> = out.iter().map(|b| b.as_ref()).collect();
+            assert_eq!(got, messages, "chunks of {chunk_size}");
+        }
+    }
+
+    #[test]
+    fn a_cut_short_oversized_compressed_or_misflagged_stream_is_named() {
+        let stream = framed(&[&[1u8; 10]]);
+        let mut meter = Meter::default();
+        meter.pass(&stream[..8], 100).unwrap();
+        assert_eq!(meter.finish(), Err(MessageError::Truncated));
+        let mut splitter = Splitter::default();
+        splitter.push(Bytes::copy_from_slice(&stream[..3]), 100, &mut Vec::new()).unwrap();
+        assert_eq!(splitter.finish(), Err(MessageError::Truncated));
+
+        assert_eq!(Meter::default().pass(&stream, 9), Err(MessageError::TooLarge { size: 10, limit: 9 }));
+        let mut split = Splitter::default();
+        assert_eq!(
+            split.push(Bytes::from(stream.clone()), 9, &mut Vec::new()),
+            Err(MessageError::TooLarge { size: 10, limit: 9 })
+        );
+        let mut compressed = stream.clone();
+        compressed[0] = 1;
+        assert_eq!(Meter::default().pass(&compressed, 100), Err(MessageError::Compressed));
+        compressed[0] = 2;
+        assert_eq!(Meter::default().pass(&compressed, 100), Err(MessageError::BadFlag(2)));
+        assert_eq!(
+            MessageError::TooLarge { size: 10, limit: 9 }.into_status("x").code(),
+            tonic::Code::ResourceExhausted
+        );
+    }
+}
