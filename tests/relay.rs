@@ -1,0 +1,369 @@
+//! The hot path as an HTTP/2 relay: what a caller and a runtime see of flow control, resets in
+//! both directions, deadlines against a runtime that never answers, many calls multiplexed on one
+//! connection, and the message-size limit. The clients here are bare `h2` clients (so windows,
+//! resets and deadlines are the test's to set); the misbehaving runtime is a bare `h2` server.
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::{config, Bridge, Runtime, TempDir};
+use cri_bridge::api::v1;
+use cri_bridge::CriVersion::{V1alpha2, V1};
+use h2::Reason;
+use prost::Message;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A gRPC message with its 5-byte prefix.
+fn framed(message: &[u8]) -> Bytes {
+    let mut frame = BytesMut::with_capacity(5 + message.len());
+    frame.extend_from_slice(&[0]);
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(message);
+    frame.freeze()
+}
+
+/// What came back for one call.
+#[derive(Debug)]
+struct Answered {
+    /// The DATA bytes, prefixes included, as received.
+    body: Vec<u8>,
+    code: String,
+    message: String,
+}
+
+/// A bare HTTP/2 connection to a socket, with the receive window the test chooses.
+#[derive(Clone)]
+struct Client(h2::client::SendRequest<Bytes>);
+
+impl Client {
+    async fn connect(socket: &Path, window: u32) -> Client {
+        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let (send, connection) = h2::client::Builder::new()
+            .initial_window_size(window)
+            .initial_connection_window_size(window)
+            .handshake::<_, Bytes>(stream)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        Client(send)
+    }
+
+    /// Opens a call: the response future, and the request stream (to drop or keep).
+    async fn open(&self, path: &str, message: &[u8], timeout: Option<&str>) -> h2::client::ResponseFuture {
+        let mut request = http::Request::post(format!("http://localhost{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        if let Some(timeout) = timeout {
+            request = request.header("grpc-timeout", timeout);
+        }
+        let mut send = self.0.clone().ready().await.unwrap();
+        let (response, mut stream) = send.send_request(request.body(()).unwrap(), false).unwrap();
+        stream.send_data(framed(message), true).unwrap();
+        response
+    }
+
+    /// One unary call, read to its end, `pause` between DATA frames (a slow reader).
+    async fn call(
+        &self,
+        path: &str,
+        message: &[u8],
+        timeout: Option<&str>,
+        pause: Duration,
+    ) -> Result<Answered, h2::Error> {
+        let (head, mut body) = self.open(path, message, timeout).await.await?.into_parts();
+        let mut data = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk?;
+            data.extend_from_slice(&chunk);
+            let _ = body.flow_control().release_capacity(chunk.len());
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+        let trailers = if head.headers.contains_key("grpc-status") {
+            head.headers
+        } else {
+            body.trailers().await?.unwrap_or_default()
+        };
+        let get = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        Ok(Answered { body: data, code: get("grpc-status"), message: get("grpc-message") })
+    }
+}
+
+/// The message bytes of a body holding exactly one message.
+fn only_message(body: &[u8]) -> &[u8] {
+    assert!(body.len() >= 5, "a message: {body:?}");
+    let size = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+    assert_eq!(body.len(), 5 + size, "exactly one message");
+    &body[5..]
+}
+
+async fn fill(runtime: &Runtime, containers: usize) {
+    let memory = &runtime.memory;
+    for i in 0..containers {
+        let metadata = v1::PodSandboxMetadata {
+            name: format!("pod-{i}"),
+            uid: format!("uid-{i}"),
+            namespace: "ns".into(),
+            attempt: 0,
+        };
+        let labels = [("app".to_string(), format!("app-{i}")), ("tier".to_string(), "web".to_string())].into();
+        let config = v1::PodSandboxConfig { metadata: Some(metadata), labels, ..Default::default() };
+        let request = v1::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };
+        let pod = memory.run_pod_sandbox(request).unwrap().pod_sandbox_id;
+        let container = v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: "docker.io/library/busybox:latest".into(), ..Default::default() }),
+            labels: [("io.kubernetes.pod.name".to_string(), format!("pod-{i}"))].into(),
+            ..Default::default()
+        };
+        let create =
+            v1::CreateContainerRequest { pod_sandbox_id: pod, config: Some(container), sandbox_config: Some(config) };
+        memory.create_container(create).unwrap();
+    }
+}
+
+const LIST_V1: &str = "/runtime.v1.RuntimeService/ListContainers";
+const VERSION_V1: &str = "/runtime.v1.RuntimeService/Version";
+
+#[tokio::test]
+async fn an_answer_larger_than_every_window_reaches_a_slow_reader_byte_for_byte() {
+    let dir = TempDir::new("window");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    fill(&runtime, 8_000).await;
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let direct = Client::connect(&dir.path("runtime.sock"), 1 << 20).await;
+    let expected = direct.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert!(expected.body.len() > 1 << 20, "larger than the bridge's 1 MiB stream window: {}", expected.body.len());
+    // 16 KiB windows, and a pause after each frame: the bridge must wait for the caller's window
+    // rather than fail, and pass every byte as the runtime sent it.
+    let slow = Client::connect(&bridge.socket, 16 << 10).await;
+    let answered = slow.call(LIST_V1, &[], None, Duration::from_micros(200)).await.unwrap();
+    assert_eq!(answered.code, "0", "{answered:?}");
+    assert!(answered.body == expected.body, "the passthrough answer differs from the runtime's");
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_translated_list_beyond_every_window_arrives_whole() {
+    let dir = TempDir::new("window-old");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1alpha2]).await;
+    fill(&runtime, 8_000).await;
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let slow = Client::connect(&bridge.socket, 16 << 10).await;
+    let answered = slow.call(LIST_V1, &[], None, Duration::from_micros(100)).await.unwrap();
+    assert_eq!(answered.code, "0", "{answered:?}");
+    let list = v1::ListContainersResponse::decode(only_message(&answered.body)).unwrap();
+    assert_eq!(list.containers.len(), 8_000);
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn sixty_four_calls_in_flight_on_one_connection_are_each_answered_once() {
+    for backend in [V1, V1alpha2] {
+        let dir = TempDir::new("many");
+        let runtime = Runtime::start(&dir.path("runtime.sock"), &[backend]).await;
+        let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+        let client = Client::connect(&bridge.socket, 1 << 20).await;
+        let before = runtime.memory.calls_of("ListPodSandbox");
+        let calls = (0..64).map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client.call("/runtime.v1.RuntimeService/ListPodSandbox", &[], Some("10S"), Duration::ZERO).await
+            })
+        });
+        for call in futures_util::future::join_all(calls).await {
+            let answered = call.unwrap().unwrap();
+            assert_eq!(answered.code, "0", "{backend}: {answered:?}");
+            v1::ListPodSandboxResponse::decode(only_message(&answered.body)).unwrap();
+        }
+        assert_eq!(
+            runtime.memory.calls_of("ListPodSandbox") - before,
+            64,
+            "{backend}: each call reached the runtime once"
+        );
+        bridge.stop().await;
+        runtime.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_request_over_max_message_size_is_resource_exhausted_and_the_connection_serves_on() {
+    let dir = TempDir::new("big-request");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let mut small = config(&dir, &dir.path("runtime.sock"), None);
+    small.max_message_size = 8192;
+    let bridge = Bridge::start(small).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let small_request = v1::VersionRequest::default().encode_to_vec();
+    assert_eq!(client.call(VERSION_V1, &small_request, None, Duration::ZERO).await.unwrap().code, "0");
+    let probes = runtime.memory.calls_of("Version");
+    let big = v1::VersionRequest { version: "x".repeat(10_000) }.encode_to_vec();
+    let refused = client.call(VERSION_V1, &big, None, Duration::ZERO).await.unwrap();
+    assert_eq!(refused.code, "8", "RESOURCE_EXHAUSTED: {refused:?}");
+    assert!(refused.message.contains("max_message_size") && refused.message.contains("Version"), "{refused:?}");
+    let fine = client.call(VERSION_V1, &small_request, None, Duration::ZERO).await;
+    assert_eq!(fine.unwrap().code, "0");
+    assert_eq!(runtime.memory.calls_of("Version"), probes + 1, "only the call within the limit reached the runtime");
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+/// What the misbehaving runtime does with calls other than the probes.
+#[derive(Clone, Copy)]
+enum Misbehaviour {
+    /// Resets the stream with this reason.
+    Reset(Reason),
+    /// Never answers; counts the streams the bridge then resets.
+    Hang,
+}
+
+/// A bare HTTP/2 runtime: answers the probes (Version, Status) as a v1 runtime, and every other
+/// call with its misbehaviour.
+struct Misbehaving {
+    /// Calls that were neither probes nor answered.
+    received: Arc<AtomicUsize>,
+    /// Of those, the ones the bridge reset (cancelled).
+    cancelled: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Misbehaving {
+    fn start(socket: &Path, misbehaviour: Misbehaviour) -> Misbehaving {
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        let (received, cancelled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let counters = (received.clone(), cancelled.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let counters = counters.clone();
+                tokio::spawn(async move {
+                    let mut connection = h2::server::handshake(stream).await.unwrap();
+                    while let Some(Ok((request, respond))) = connection.accept().await {
+                        tokio::spawn(Self::answer(request, respond, misbehaviour, counters.clone()));
+                    }
+                });
+            }
+        });
+        Misbehaving { received, cancelled, task }
+    }
+
+    async fn answer(
+        request: http::Request<h2::RecvStream>,
+        mut respond: h2::server::SendResponse<Bytes>,
+        misbehaviour: Misbehaviour,
+        (received, cancelled): (Arc<AtomicUsize>, Arc<AtomicUsize>),
+    ) {
+        let path = request.uri().path().to_string();
+        let mut body = request.into_body();
+        while let Some(Ok(chunk)) = body.data().await {
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        let message = if path.ends_with("/Version") {
+            let answer = v1::VersionResponse {
+                version: "0.1.0".into(),
+                runtime_name: cri_bridge::memory::RUNTIME_NAME.into(),
+                runtime_version: "0.1.0".into(),
+                runtime_api_version: "v1".into(),
+            };
+            Some(answer.encode_to_vec())
+        } else if path.ends_with("/Status") {
+            Some(v1::StatusResponse::default().encode_to_vec())
+        } else {
+            None
+        };
+        if let Some(message) = message {
+            let head = http::Response::builder().header("content-type", "application/grpc").body(()).unwrap();
+            let mut stream = respond.send_response(head, false).unwrap();
+            stream.send_data(framed(&message), false).unwrap();
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", "0".parse().unwrap());
+            stream.send_trailers(trailers).unwrap();
+            return;
+        }
+        received.fetch_add(1, Ordering::SeqCst);
+        match misbehaviour {
+            Misbehaviour::Reset(reason) => respond.send_reset(reason),
+            Misbehaviour::Hang => {
+                if std::future::poll_fn(|cx| respond.poll_reset(cx)).await.is_ok() {
+                    cancelled.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Misbehaving {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what}: not within 2 s");
+}
+
+#[tokio::test]
+async fn the_runtimes_reset_of_a_stream_reaches_the_caller_with_its_reason() {
+    let dir = TempDir::new("reset");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Reset(Reason::ENHANCE_YOUR_CALM));
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let error = client.call(LIST_V1, &[], None, Duration::ZERO).await.expect_err("the runtime reset the stream");
+    assert_eq!(error.reason(), Some(Reason::ENHANCE_YOUR_CALM), "{error:?}");
+    assert_eq!(runtime.received.load(Ordering::SeqCst), 1, "sent once, not retried");
+    // The connection serves on.
+    let version = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(version.code, "0");
+    bridge.stop().await;
+}
+
+#[tokio::test]
+async fn a_runtime_that_never_answers_ends_the_call_at_its_deadline_and_has_its_stream_cancelled() {
+    let dir = TempDir::new("hang");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Hang);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let started = Instant::now();
+    let hung = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call(LIST_V1, &[], Some("500m"), Duration::ZERO).await })
+    };
+    eventually("the runtime received the call", || runtime.received.load(Ordering::SeqCst) == 1).await;
+    // Other calls are served while that one hangs.
+    assert_eq!(client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap().code, "0");
+    let answered = hung.await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert_eq!(answered.code, "4", "DEADLINE_EXCEEDED: {answered:?}");
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_millis(1500),
+        "ended at its deadline: {took:?}"
+    );
+    eventually("the runtime's stream was cancelled", || runtime.cancelled.load(Ordering::SeqCst) == 1).await;
+    bridge.stop().await;
+}
+
+#[tokio::test]
+async fn a_caller_that_resets_its_stream_has_the_runtimes_stream_cancelled() {
+    let dir = TempDir::new("caller-reset");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Hang);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let response = client.open(LIST_V1, &[], None).await;
+    eventually("the runtime received the call", || runtime.received.load(Ordering::SeqCst) == 1).await;
+    drop(response); // h2 resets a stream whose every handle is dropped
+    eventually("the runtime's stream was cancelled", || runtime.cancelled.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap().code, "0");
+    bridge.stop().await;
+}
