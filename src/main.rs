@@ -51,7 +51,10 @@ fn main() -> ExitCode {
                 Err(e) => return fail(e),
             };
             init_logging(&config);
-            let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            let runtime = match proxy_runtime() {
+                Ok(runtime) => runtime,
+                Err(e) => return fail(e),
+            };
             match runtime.block_on(cri_bridge::run(config, shutdown_signal())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
@@ -75,6 +78,27 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The proxy's tokio runtime (`cri_bridge::relay` explains the default);
+/// `CRI_BRIDGE_WORKER_THREADS=N` overrides it, `0` for a single thread that also accepts.
+fn proxy_runtime() -> Result<tokio::runtime::Runtime, String> {
+    const KNOB: &str = "CRI_BRIDGE_WORKER_THREADS";
+    let threads = match std::env::var(KNOB) {
+        Ok(text) => {
+            text.trim().parse::<usize>().map_err(|_| format!("{KNOB}={text:?}: expected a number of threads"))?
+        }
+        Err(_) => cri_bridge::relay::WORKER_THREADS,
+    };
+    let mut builder = match threads {
+        0 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    builder.enable_all().build().map_err(|e| format!("cannot start the tokio runtime: {e}"))
 }
 
 fn fail(error: impl std::fmt::Display) -> ExitCode {

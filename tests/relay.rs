@@ -137,7 +137,7 @@ async fn an_answer_larger_than_every_window_reaches_a_slow_reader_byte_for_byte(
     let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
     let direct = Client::connect(&dir.path("runtime.sock"), 1 << 20).await;
     let expected = direct.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
-    assert!(expected.body.len() > 1 << 20, "larger than the bridge's 1 MiB stream window: {}", expected.body.len());
+    assert!(expected.body.len() > 1 << 20, "four times the bridge's 256 KiB stream window: {}", expected.body.len());
     // 16 KiB windows, and a pause after each frame: the bridge must wait for the caller's window
     // rather than fail, and pass every byte as the runtime sent it.
     let slow = Client::connect(&bridge.socket, 16 << 10).await;

@@ -59,7 +59,8 @@ impl Forwarder {
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
         // converting, a retry) is taken from what the runtime is given.
         let deadline = timeout_of(&head.headers).map(|timeout| Instant::now() + timeout);
-        let call = self.call(method, head.headers, body, deadline, &mut answer);
+        // Boxed: the call's state is large, and the task that holds it is moved on spawning.
+        let call = Box::pin(self.call(method, head.headers, body, deadline, &mut answer));
         let outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,

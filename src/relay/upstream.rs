@@ -17,10 +17,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tonic::{Code, Status};
 
-/// What a stream of the runtime's may send before cri-bridge has passed it on.
-pub const STREAM_WINDOW: u32 = 1 << 20;
+/// What a stream of the runtime's may send before cri-bridge has passed it on: a 1,000-container
+/// list (about 650 KiB) in three windows, and at most this much held per call for a slow caller.
+pub const STREAM_WINDOW: u32 = 256 << 10;
 /// What all the runtime's streams together may send before cri-bridge has passed it on.
-pub const CONNECTION_WINDOW: u32 = 8 << 20;
+pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
