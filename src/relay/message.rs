@@ -17,6 +17,14 @@ pub fn frame(message: &[u8]) -> Bytes {
     framed.freeze()
 }
 
+/// The prefix of an uncompressed message of `len` bytes.
+pub fn prefix(len: usize) -> Bytes {
+    let mut prefix = BytesMut::with_capacity(PREFIX_LEN);
+    prefix.put_u8(0);
+    prefix.put_u32(len as u32);
+    prefix.freeze()
+}
+
 /// Why a message could not be taken: each becomes the status gRPC servers give for it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MessageError {
@@ -42,7 +50,7 @@ impl MessageError {
 }
 
 /// Reads a prefix; `Ok(None)` when fewer than [`PREFIX_LEN`] bytes are there yet.
-fn prefix(bytes: &[u8], limit: usize) -> Result<Option<usize>, MessageError> {
+fn read_prefix(bytes: &[u8], limit: usize) -> Result<Option<usize>, MessageError> {
     if bytes.len() < PREFIX_LEN {
         return Ok(None);
     }
@@ -69,7 +77,7 @@ impl Splitter {
     /// case, a chunk that is exactly one message, is sliced without a copy.
     pub fn push(&mut self, chunk: Bytes, limit: usize, out: &mut Vec<Bytes>) -> Result<(), MessageError> {
         if self.pending.is_empty() {
-            if let Some(size) = prefix(&chunk, limit)? {
+            if let Some(size) = read_prefix(&chunk, limit)? {
                 if chunk.len() == PREFIX_LEN + size {
                     out.push(chunk.slice(PREFIX_LEN..));
                     return Ok(());
@@ -77,7 +85,7 @@ impl Splitter {
             }
         }
         self.pending.extend_from_slice(&chunk);
-        while let Some(size) = prefix(&self.pending, limit)? {
+        while let Some(size) = read_prefix(&self.pending, limit)? {
             if self.pending.len() < PREFIX_LEN + size {
                 break;
             }
@@ -118,14 +126,14 @@ impl Meter {
             }
             let need = PREFIX_LEN - self.partial.len();
             if self.partial.is_empty() && chunk.len() >= PREFIX_LEN {
-                self.remaining = prefix(chunk, limit)?.unwrap_or(0);
+                self.remaining = read_prefix(chunk, limit)?.unwrap_or(0);
                 chunk = &chunk[PREFIX_LEN..];
             } else {
                 let step = need.min(chunk.len());
                 self.partial.extend_from_slice(&chunk[..step]);
                 chunk = &chunk[step..];
                 if self.partial.len() == PREFIX_LEN {
-                    self.remaining = prefix(&self.partial, limit)?.unwrap_or(0);
+                    self.remaining = read_prefix(&self.partial, limit)?.unwrap_or(0);
                     self.partial.clear();
                 }
             }
