@@ -34,6 +34,8 @@
 //! - `LOAD_SECONDS`: length of each measurement window, in seconds (default 2; fractions allowed);
 //! - `LOAD_ROUNDS`: number of rounds (default 5);
 //! - `LOAD_WORKLOADS`: `all` (default), `version` or `list`;
+//! - `LOAD_BRIDGE_BIN`: the cri-bridge binary to measure instead of this build's (to compare
+//!   with an older build);
 //! - `LOAD_PEERS`: a comma-separated list of peer-name prefixes to measure (say, to profile one);
 //! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a real containerd (one that
 //!   serves v1 and v1alpha2, e.g. 1.6 or 1.7) directly, through cri-bridge passing through
@@ -272,7 +274,9 @@ fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option
         args.extend(["--backend-version".to_string(), version.to_string()]);
     }
     let log = dir.join(format!("{label}.log"));
-    let mut child = Child::guarded(&format!("cri-bridge {label}"), env!("CARGO_BIN_EXE_cri-bridge"), &args, &log);
+    // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
+    let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
+    let mut child = Child::guarded(&format!("cri-bridge {label}"), &binary, &args, &log);
     child.wait_for_socket(&socket);
     (child, socket)
 }

@@ -17,8 +17,8 @@ FILES[convert]="src/convert/scan.rs src/convert/policy.rs src/convert/mod.rs src
 TESTS[convert]="scan exceptions fail_closed classification defaults roundtrip exhaustive matrix revision transparency meaning config"
 FILES[network]="src/grpc.rs src/frontend.rs src/backend.rs"
 TESTS[network]="transparency discovery wiring front_door socket config fail_closed matrix cli"
-FILES[forward]="src/forward.rs src/revision.rs src/convert/cx.rs src/convert/loss.rs src/convert/classes.rs"
-TESTS[forward]="scan exceptions fail_closed classification defaults revision transparency config roundtrip exhaustive matrix discovery wiring meaning"
+FILES[forward]="src/forward/mod.rs src/forward/call.rs src/relay/answer.rs src/relay/message.rs src/relay/serve.rs src/relay/upstream.rs src/revision.rs src/convert/cx.rs src/convert/loss.rs src/convert/classes.rs"
+TESTS[forward]="relay scan exceptions fail_closed classification defaults revision transparency config roundtrip exhaustive matrix discovery wiring meaning"
 
 # Per file: caught / missed / unviable / timeout, as the README's table shows them. After an
 # --iterate run, the last column counts what earlier runs caught or found unviable (not re-run).
