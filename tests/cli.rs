@@ -203,6 +203,41 @@ async fn quick_start_serves_and_stops_on_sigterm() {
 }
 
 #[test]
+fn a_worker_threads_value_that_is_not_a_number_stops_serve_naming_it() {
+    let dir = TempDir::new("cli-threads");
+    let output = Command::new(BIN)
+        .args(["serve", "--listen"])
+        .arg(dir.path("bridge.sock"))
+        .env("CRI_BRIDGE_WORKER_THREADS", "lots")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr(&output).contains("CRI_BRIDGE_WORKER_THREADS") && stderr(&output).contains("lots"), "{output:?}");
+    assert!(!dir.path("bridge.sock").exists());
+}
+
+#[tokio::test]
+async fn serve_on_worker_threads_answers_as_on_one_thread() {
+    let dir = TempDir::new("cli-workers");
+    let socket = dir.path("bridge.sock");
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .env("CRI_BRIDGE_WORKER_THREADS", "2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    wait_for_listener(&mut child, &socket).await;
+    let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&socket));
+    let answer = client.version(v1::VersionRequest::default()).await.expect("v1 Version").into_inner();
+    assert_eq!(answer.runtime_name, "cri-bridge-memory");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
 fn serve_with_a_bad_backend_names_the_flag() {
     let dir = TempDir::new("cli-badflag");
     let output = Command::new(BIN)
