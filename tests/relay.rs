@@ -53,6 +53,11 @@ impl Client {
 
     /// Opens a call: the response future, and the request stream (to drop or keep).
     async fn open(&self, path: &str, message: &[u8], timeout: Option<&str>) -> h2::client::ResponseFuture {
+        self.open_raw(path, framed(message), timeout).await
+    }
+
+    /// Opens a call whose body is `body` exactly.
+    async fn open_raw(&self, path: &str, body: Bytes, timeout: Option<&str>) -> h2::client::ResponseFuture {
         let mut request = http::Request::post(format!("http://localhost{path}"))
             .header("content-type", "application/grpc")
             .header("te", "trailers");
@@ -61,7 +66,7 @@ impl Client {
         }
         let mut send = self.0.clone().ready().await.unwrap();
         let (response, mut stream) = send.send_request(request.body(()).unwrap(), false).unwrap();
-        stream.send_data(framed(message), true).unwrap();
+        stream.send_data(body, true).unwrap();
         response
     }
 
@@ -73,7 +78,18 @@ impl Client {
         timeout: Option<&str>,
         pause: Duration,
     ) -> Result<Answered, h2::Error> {
-        let (head, mut body) = self.open(path, message, timeout).await.await?.into_parts();
+        self.call_raw(path, framed(message), timeout, pause).await
+    }
+
+    /// One call with `body` as its request body, exactly.
+    async fn call_raw(
+        &self,
+        path: &str,
+        body: Bytes,
+        timeout: Option<&str>,
+        pause: Duration,
+    ) -> Result<Answered, h2::Error> {
+        let (head, mut body) = self.open_raw(path, body, timeout).await.await?.into_parts();
         let mut data = Vec::new();
         while let Some(chunk) = body.data().await {
             let chunk = chunk?;
@@ -89,8 +105,25 @@ impl Client {
             body.trailers().await?.unwrap_or_default()
         };
         let get = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Ok(Answered { body: data, code: get("grpc-status"), message: get("grpc-message") })
+        Ok(Answered { body: data, code: get("grpc-status"), message: percent_decoded(&get("grpc-message")) })
     }
+}
+
+/// grpc-message is percent-encoded on the wire.
+fn percent_decoded(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut bytes = text.bytes();
+    while let Some(byte) = bytes.next() {
+        let hex = |b: Option<u8>| b.and_then(|b| (b as char).to_digit(16));
+        match byte {
+            b'%' => {
+                let (high, low) = (hex(bytes.next()), hex(bytes.next()));
+                out.push((high.unwrap_or(0) * 16 + low.unwrap_or(0)) as u8);
+            }
+            other => out.push(other),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The message bytes of a body holding exactly one message.
@@ -210,6 +243,42 @@ async fn a_request_over_max_message_size_is_resource_exhausted_and_the_connectio
     let fine = client.call(VERSION_V1, &small_request, None, Duration::ZERO).await;
     assert_eq!(fine.unwrap().code, "0");
     assert_eq!(runtime.memory.calls_of("Version"), probes + 1, "only the call within the limit reached the runtime");
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_body_that_is_not_one_whole_message_is_refused_unsent() {
+    let dir = TempDir::new("bodies");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let version = v1::VersionRequest::default().encode_to_vec();
+    assert_eq!(client.call(VERSION_V1, &version, None, Duration::ZERO).await.unwrap().code, "0");
+    let probes = runtime.memory.calls_of("Version");
+    let two = [framed(&version), framed(&version)].concat();
+    // A flood of messages is refused at the second prefix, not gathered.
+    let flood: Vec<u8> = std::iter::repeat_n(framed(&version), 100_000).flatten().collect();
+    let mut compressed = framed(&version).to_vec();
+    compressed[0] = 1;
+    let cases: [(&str, Bytes, &str, &str); 5] = [
+        ("empty", Bytes::new(), "13", "holds no message"),
+        ("two messages", two.into(), "13", "more than one message"),
+        ("a flood", flood.into(), "13", "more than one message"),
+        ("cut short", framed(&version).slice(..3), "13", "ended inside a message"),
+        ("compressed", compressed.into(), "12", "compressed"),
+    ];
+    for (case, body, code, says) in cases {
+        let answered = client.call_raw(VERSION_V1, body, None, Duration::ZERO).await.unwrap();
+        assert_eq!(answered.code, code, "{case}: {answered:?}");
+        assert!(answered.message.contains(says) && answered.message.contains("Version"), "{case}: {answered:?}");
+    }
+    assert_eq!(runtime.memory.calls_of("Version"), probes, "none reached the runtime");
+    assert_eq!(
+        client.call(VERSION_V1, &version, None, Duration::ZERO).await.unwrap().code,
+        "0",
+        "the connection serves on"
+    );
     bridge.stop().await;
     runtime.stop().await;
 }

@@ -279,16 +279,21 @@ fn grpc_code(headers: &HeaderMap) -> Option<Code> {
 }
 
 /// Gathers the request's one message (with its prefix). A message that arrives in one DATA frame,
-/// as every client sends a CRI request, is taken without a copy.
+/// as every client sends a CRI request, is taken without a copy. Nothing past the one message
+/// is held: more bytes end the call at once.
 async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<Bytes, Status> {
     let what = || format!("the {} request", rpc.name());
     let mut first: Option<Bytes> = None;
     let mut gathered = BytesMut::new();
-    let mut splitter_check = Meter::default();
+    let mut meter = Meter::default();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|error| Status::cancelled(format!("{}: {error}", what())))?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        splitter_check.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
+        meter.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
+        // A second message's prefix: the request is over before it is all read.
+        if meter.messages() > 1 {
+            return Err(Status::internal(format!("{}: more than one message in a unary request", what())));
+        }
         match first.take() {
             None if gathered.is_empty() => first = Some(chunk),
             None => gathered.extend_from_slice(&chunk),
@@ -298,14 +303,10 @@ async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<By
             }
         }
     }
-    splitter_check.finish().map_err(|error| error.into_status(&what()))?;
+    meter.finish().map_err(|error| error.into_status(&what()))?;
     let frame = first.unwrap_or_else(|| gathered.freeze());
     if frame.len() < PREFIX_LEN {
         return Err(Status::internal(format!("{}: the body holds no message", what())));
-    }
-    let size = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]) as usize;
-    if frame.len() != PREFIX_LEN + size {
-        return Err(Status::internal(format!("{}: more than one message in a unary request", what())));
     }
     Ok(frame)
 }

@@ -113,6 +113,8 @@ pub struct Meter {
     remaining: usize,
     /// A prefix split across chunks.
     partial: Vec<u8>,
+    /// Messages whose prefix has passed.
+    messages: usize,
 }
 
 impl Meter {
@@ -127,6 +129,7 @@ impl Meter {
             let need = PREFIX_LEN - self.partial.len();
             if self.partial.is_empty() && chunk.len() >= PREFIX_LEN {
                 self.remaining = read_prefix(chunk, limit)?.unwrap_or(0);
+                self.messages += 1;
                 chunk = &chunk[PREFIX_LEN..];
             } else {
                 let step = need.min(chunk.len());
@@ -134,11 +137,17 @@ impl Meter {
                 chunk = &chunk[step..];
                 if self.partial.len() == PREFIX_LEN {
                     self.remaining = read_prefix(&self.partial, limit)?.unwrap_or(0);
+                    self.messages += 1;
                     self.partial.clear();
                 }
             }
         }
         Ok(())
+    }
+
+    /// How many messages have begun (their prefix passed).
+    pub fn messages(&self) -> usize {
+        self.messages
     }
 
     pub fn finish(&self) -> Result<(), MessageError> {
@@ -172,6 +181,7 @@ mod tests {
             }
             splitter.finish().unwrap();
             meter.finish().unwrap();
+            assert_eq!(meter.messages(), messages.len(), "chunks of {chunk_size}");
             let got: Vec<&[u8]> = out.iter().map(|b| b.as_ref()).collect();
             assert_eq!(got, messages, "chunks of {chunk_size}");
         }
