@@ -290,6 +290,10 @@ enum Misbehaviour {
     Reset(Reason),
     /// Never answers; counts the streams the bridge then resets.
     Hang,
+    /// Answers `UNAVAILABLE` (a runtime shutting down).
+    Unavailable,
+    /// Answers a head and an empty message, then ends the stream without trailers.
+    NoTrailers,
 }
 
 /// A bare HTTP/2 runtime: answers the probes (Version, Status) as a v1 runtime, and every other
@@ -299,14 +303,17 @@ struct Misbehaving {
     received: Arc<AtomicUsize>,
     /// Of those, the ones the bridge reset (cancelled).
     cancelled: Arc<AtomicUsize>,
+    /// Version calls: cri-bridge's probes.
+    probes: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Misbehaving {
     fn start(socket: &Path, misbehaviour: Misbehaviour) -> Misbehaving {
         let listener = tokio::net::UnixListener::bind(socket).unwrap();
-        let (received, cancelled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let counters = (received.clone(), cancelled.clone());
+        let (received, cancelled, probes) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let counters = (received.clone(), cancelled.clone(), probes.clone());
         let task = tokio::spawn(async move {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
@@ -319,14 +326,14 @@ impl Misbehaving {
                 });
             }
         });
-        Misbehaving { received, cancelled, task }
+        Misbehaving { received, cancelled, probes, task }
     }
 
     async fn answer(
         request: http::Request<h2::RecvStream>,
         mut respond: h2::server::SendResponse<Bytes>,
         misbehaviour: Misbehaviour,
-        (received, cancelled): (Arc<AtomicUsize>, Arc<AtomicUsize>),
+        (received, cancelled, probes): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>),
     ) {
         let path = request.uri().path().to_string();
         let mut body = request.into_body();
@@ -334,6 +341,7 @@ impl Misbehaving {
             let _ = body.flow_control().release_capacity(chunk.len());
         }
         let message = if path.ends_with("/Version") {
+            probes.fetch_add(1, Ordering::SeqCst);
             let answer = v1::VersionResponse {
                 version: "0.1.0".into(),
                 runtime_name: cri_bridge::memory::RUNTIME_NAME.into(),
@@ -362,6 +370,20 @@ impl Misbehaving {
                 if std::future::poll_fn(|cx| respond.poll_reset(cx)).await.is_ok() {
                     cancelled.fetch_add(1, Ordering::SeqCst);
                 }
+            }
+            Misbehaviour::Unavailable => {
+                let head = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .header("grpc-status", "14")
+                    .header("grpc-message", "shutting down")
+                    .body(())
+                    .unwrap();
+                respond.send_response(head, true).unwrap();
+            }
+            Misbehaviour::NoTrailers => {
+                let head = http::Response::builder().header("content-type", "application/grpc").body(()).unwrap();
+                let mut stream = respond.send_response(head, false).unwrap();
+                stream.send_data(framed(&[]), true).unwrap();
             }
         }
     }
@@ -435,4 +457,67 @@ async fn a_caller_that_resets_its_stream_has_the_runtimes_stream_cancelled() {
     eventually("the runtime's stream was cancelled", || runtime.cancelled.load(Ordering::SeqCst) == 1).await;
     assert_eq!(client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap().code, "0");
     bridge.stop().await;
+}
+
+#[tokio::test]
+async fn an_unavailable_answer_makes_the_next_call_probe_the_runtime_again() {
+    let dir = TempDir::new("unavailable");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Unavailable);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let answered = client.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!((answered.code.as_str(), answered.message.as_str()), ("14", "shutting down"), "passed on as it came");
+    let probes = runtime.probes.load(Ordering::SeqCst);
+    let again = client.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(again.code, "14");
+    assert!(runtime.probes.load(Ordering::SeqCst) > probes, "the runtime going away made cri-bridge probe it again");
+    bridge.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_the_runtime_ends_without_trailers_ends_the_callers_stream_too() {
+    let dir = TempDir::new("no-trailers");
+    let _runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::NoTrailers);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let answered = tokio::time::timeout(Duration::from_secs(5), client.call(LIST_V1, &[], None, Duration::ZERO))
+        .await
+        .expect("the stream ends, as the runtime's did")
+        .unwrap();
+    assert_eq!((answered.body.as_slice(), answered.code.as_str()), (&framed(&[])[..], ""), "no status invented");
+    bridge.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_split_over_many_data_frames_arrives_whole() {
+    let dir = TempDir::new("split");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let version = v1::VersionRequest { version: "0.1.0-split".into() }.encode_to_vec();
+    let frame = framed(&version);
+    let mut request = http::Request::post(format!("http://localhost{VERSION_V1}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    request.headers_mut().insert("x-split", "yes".parse().unwrap());
+    let mut send = client.0.clone().ready().await.unwrap();
+    let (response, mut stream) = send.send_request(request, false).unwrap();
+    // One DATA frame per byte: the prefix and the message in pieces.
+    for i in 0..frame.len() {
+        stream.send_data(frame.slice(i..i + 1), i + 1 == frame.len()).unwrap();
+    }
+    let (head, mut body) = response.await.unwrap().into_parts();
+    let mut data = Vec::new();
+    while let Some(chunk) = body.data().await {
+        data.extend_from_slice(&chunk.unwrap());
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or(head.headers);
+    assert_eq!(trailers.get("grpc-status").map(|v| v.as_bytes()), Some(&b"0"[..]));
+    v1::VersionResponse::decode(only_message(&data)).unwrap();
+    let metadata = runtime.memory.take_metadata("Version").expect("the runtime saw the call");
+    assert_eq!(metadata.get("x-split").map(|v| v.to_str().unwrap()), Some("yes"));
+    bridge.stop().await;
+    runtime.stop().await;
 }

@@ -294,13 +294,13 @@ async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<By
         if meter.messages() > 1 {
             return Err(Status::internal(format!("{}: more than one message in a unary request", what())));
         }
-        match first.take() {
-            None if gathered.is_empty() => first = Some(chunk),
-            None => gathered.extend_from_slice(&chunk),
-            Some(earlier) => {
+        if first.is_none() && gathered.is_empty() {
+            first = Some(chunk);
+        } else {
+            if let Some(earlier) = first.take() {
                 gathered.extend_from_slice(&earlier);
-                gathered.extend_from_slice(&chunk);
             }
+            gathered.extend_from_slice(&chunk);
         }
     }
     meter.finish().map_err(|error| error.into_status(&what()))?;

@@ -31,10 +31,6 @@ impl Answer {
         Answer { respond, stream: None, done: false }
     }
 
-    pub fn head_sent(&self) -> bool {
-        self.stream.is_some() || self.done
-    }
-
     /// Sends the answer's head; `end` for a trailers-only answer.
     pub fn head(&mut self, head: http::Response<()>, end: bool) -> Result<(), CallerGone> {
         let stream = self.respond.send_response(head, end)?;

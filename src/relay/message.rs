@@ -198,6 +198,7 @@ mod tests {
         assert_eq!(splitter.finish(), Err(MessageError::Truncated));
 
         assert_eq!(Meter::default().pass(&stream, 9), Err(MessageError::TooLarge { size: 10, limit: 9 }));
+        assert_eq!(Meter::default().pass(&stream, 10), Ok(()), "a message exactly at the limit passes");
         let mut split = Splitter::default();
         assert_eq!(
             split.push(Bytes::from(stream.clone()), 9, &mut Vec::new()),
