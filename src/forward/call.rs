@@ -103,7 +103,7 @@ impl Forwarder {
         loop {
             let found = backend.version().await?;
             let plan = method.plan(found.version);
-            let Some((_, uri)) = &plan.backend else {
+            let Some(uri) = &plan.backend else {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
                 // reconnection) in between: ask again before saying it lacks the RPC, at most
                 // once a second.

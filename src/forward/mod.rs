@@ -26,9 +26,8 @@ use std::sync::Arc;
 struct Plan {
     /// The backend version this plan is for.
     version: CriVersion,
-    /// The RPC as the backend's version names it, and its URI there; `None` when that version
-    /// lacks it.
-    backend: Option<(Rpc, http::Uri)>,
+    /// The RPC's URI in the backend's version; `None` when that version lacks it.
+    backend: Option<http::Uri>,
     request: Route,
     response: Route,
     /// The request message in the frontend schema, for the unknown-field scan.
@@ -192,7 +191,7 @@ fn plan(rpc: Rpc, backend: CriVersion) -> Plan {
     };
     Plan {
         version: backend,
-        backend: target.map(|t| (t, uri(t))),
+        backend: target.map(uri),
         request,
         response,
         request_index,
