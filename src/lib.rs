@@ -25,6 +25,7 @@
 //! - [`config`]: the YAML file, CLI overrides, validation naming the key.
 //! - [`error`]: the proxy's errors and their gRPC status, in one place.
 //! - [`run`]: wiring it all together until shutdown; [`probe`]: `cri-bridge probe`.
+//! - [`systemd`]: readiness, watchdog and stopping, told to systemd (`Type=notify`).
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
 #![forbid(unsafe_code)]
@@ -43,6 +44,7 @@ pub mod probe;
 pub mod relay;
 pub mod revision;
 pub mod run;
+pub mod systemd;
 pub mod version;
 
 pub use run::run;

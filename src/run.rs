@@ -103,7 +103,23 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
             &config.versions,
             config.max_message_size,
         ));
+        let watchdog = crate::systemd::watchdog_interval().map(|every| tokio::spawn(crate::systemd::watchdog(every)));
+        // The runtime may still be away: it is found in the background, and calls meanwhile are
+        // answered UNAVAILABLE naming it.
+        crate::systemd::notify(&format!(
+            "READY=1\nSTATUS=serving CRI {} on {} for {}",
+            versions.join(","),
+            config.listen_path.display(),
+            config.backend
+        ));
+        let shutdown = async {
+            shutdown.await;
+            crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
+        };
         let served = crate::relay::serve(listener, forwarder, shutdown).await;
+        if let Some(watchdog) = watchdog {
+            watchdog.abort();
+        }
         socket_file.remove_if_ours();
         let counters = &policy.counters;
         tracing::info!(

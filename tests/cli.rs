@@ -202,6 +202,92 @@ async fn quick_start_serves_and_stops_on_sigterm() {
     assert!(!logs.contains("WARN"), "a healthy quick start warns of nothing; stderr:\n{logs}");
 }
 
+/// Datagrams received on a notify socket until `until` matches one, or 5 s pass.
+async fn notifications_until(socket: &tokio::net::UnixDatagram, until: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, socket.recv(&mut buf)).await {
+        let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let done = until(&message);
+        seen.push(message);
+        if done {
+            break;
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn systemd_hears_ready_then_watchdog_pings_then_stopping() {
+    let dir = TempDir::new("cli-notify");
+    let socket = dir.path("bridge.sock");
+    let notify = tokio::net::UnixDatagram::bind(dir.path("notify.sock")).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .env("NOTIFY_SOCKET", dir.path("notify.sock"))
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    let ready = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
+    let last = ready.last().cloned().unwrap_or_default();
+    assert!(last.starts_with("READY=1\nSTATUS=serving CRI"), "{ready:?}");
+    assert!(last.contains(&socket.display().to_string()), "the status names the socket: {last}");
+    // Served by the time systemd hears READY: the kubelet ordered after it can connect at once.
+    tokio::net::UnixStream::connect(&socket).await.expect("listening once READY=1 is sent");
+    // WatchdogSec=0.2s: a ping every 0.1 s.
+    let started = tokio::time::Instant::now();
+    let mut pings = 0;
+    while pings < 3 {
+        let seen = notifications_until(&notify, |m| m == "WATCHDOG=1").await;
+        assert_eq!(seen.last().map(String::as_str), Some("WATCHDOG=1"), "{seen:?}");
+        pings += 1;
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "3 pings took {:?}", started.elapsed());
+    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    let stopping = notifications_until(&notify, |m| m.starts_with("STOPPING=1")).await;
+    assert!(stopping.last().is_some_and(|m| m.starts_with("STOPPING=1")), "{stopping:?}");
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
+#[tokio::test]
+async fn systemd_in_the_abstract_namespace_hears_ready_and_a_watchdog_for_another_pid_is_left_alone() {
+    let dir = TempDir::new("cli-notify-abstract");
+    let socket = dir.path("bridge.sock");
+    let name = format!("cri-bridge-test-{}", std::process::id());
+    let address = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap()
+    };
+    let notify = std::os::unix::net::UnixDatagram::bind_addr(&address).unwrap();
+    notify.set_nonblocking(true).unwrap();
+    let notify = tokio::net::UnixDatagram::from_std(notify).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .arg("--listen")
+        .arg(&socket)
+        .env("NOTIFY_SOCKET", format!("@{name}"))
+        // A watchdog meant for another process (systemd sets WATCHDOG_PID to the main pid).
+        .env("WATCHDOG_USEC", "100000")
+        .env("WATCHDOG_PID", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cri-bridge serve");
+    let seen = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
+    assert!(seen.last().is_some_and(|m| m.starts_with("READY=1")), "{seen:?}");
+    let mut buf = [0u8; 64];
+    let ping = tokio::time::timeout(Duration::from_millis(500), notify.recv(&mut buf)).await;
+    assert!(ping.is_err(), "no WATCHDOG=1 for a watchdog of another pid: {ping:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn a_worker_threads_value_that_is_not_a_number_stops_serve_naming_it() {
     let dir = TempDir::new("cli-threads");
