@@ -51,11 +51,16 @@ fn main() -> ExitCode {
                 Err(e) => return fail(e),
             };
             init_logging(&config);
+            // Before any thread starts: reading the passed socket unsets its variables.
+            let activated = match cri_bridge::systemd::activated_listener() {
+                Ok(listener) => listener,
+                Err(e) => return fail(e),
+            };
             let runtime = match proxy_runtime() {
                 Ok(runtime) => runtime,
                 Err(e) => return fail(e),
             };
-            match runtime.block_on(cri_bridge::run(config, shutdown_signal())) {
+            match runtime.block_on(cri_bridge::run::run_on(config, activated, shutdown_signal())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }

@@ -18,6 +18,8 @@ pub enum RunError {
     Bind(#[from] BindError),
     #[error("cannot start the in-memory runtime: {0}")]
     Memory(std::io::Error),
+    #[error("the socket systemd passed cannot be served: {0}")]
+    Activated(std::io::Error),
     #[error("serving the frontend failed: {0}")]
     Serve(#[from] std::io::Error),
 }
@@ -68,6 +70,16 @@ fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) ->
 
 /// Runs the proxy until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+    run_on(config, None, shutdown).await
+}
+
+/// Runs the proxy on `activated`, a listening socket systemd passed, when there is one (see
+/// [`crate::systemd::activated_listener`]), else on `listen.path`.
+pub async fn run_on(
+    config: Config,
+    activated: Option<std::os::unix::net::UnixListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
     let (memory, runtime_socket) = match &config.backend {
         Endpoint::Memory => {
             let (memory, socket) = MemoryBackend::start(config.backend_version.unwrap_or(CriVersion::V1)).await?;
@@ -86,11 +98,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     }
 
     let result = async {
-        let (listener, socket_file) =
-            frontend::bind(&config.listen_path, config.listen_mode, config.listen_group.as_deref()).await?;
+        // `listen`: the socket's path, for the logs and systemd's status.
+        let (listener, socket_file, listen) = match activated {
+            // The socket and its file are the .socket unit's: nothing to bind, nothing to remove.
+            Some(listener) => {
+                listener.set_nonblocking(true).map_err(RunError::Activated)?;
+                let listen = listener.local_addr().ok().and_then(|a| a.as_pathname().map(|p| p.to_path_buf()));
+                let listener = tokio::net::UnixListener::from_std(listener).map_err(RunError::Activated)?;
+                tracing::info!("serving the socket systemd passed; listen.path is not used");
+                (listener, None, listen.unwrap_or_else(|| "(the socket systemd passed)".into()))
+            }
+            None => {
+                let (listener, file) =
+                    frontend::bind(&config.listen_path, config.listen_mode, config.listen_group.as_deref()).await?;
+                (listener, Some(file), config.listen_path.clone())
+            }
+        };
         let versions: Vec<_> = config.versions.iter().map(|v| v.as_str()).collect();
         tracing::info!(
-            listen = %config.listen_path.display(),
+            listen = %listen.display(),
             versions = %versions.join(","),
             backend = %config.backend,
             "serving CRI"
@@ -109,7 +135,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         crate::systemd::notify(&format!(
             "READY=1\nSTATUS=serving CRI {} on {} for {}",
             versions.join(","),
-            config.listen_path.display(),
+            listen.display(),
             config.backend
         ));
         let shutdown = async {
@@ -120,7 +146,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         if let Some(watchdog) = watchdog {
             watchdog.abort();
         }
-        socket_file.remove_if_ours();
+        if let Some(file) = socket_file {
+            file.remove_if_ours();
+        }
         let counters = &policy.counters;
         tracing::info!(
             rejected = counters.rejected.load(Ordering::Relaxed),

@@ -1,6 +1,7 @@
-//! Telling systemd how the daemon is doing (`sd_notify`, for `Type=notify` units): `READY=1`
-//! once the socket is served, `WATCHDOG=1` at half the unit's `WatchdogSec=`, `STOPPING=1` when
-//! shutdown begins. Without `NOTIFY_SOCKET` (not started by systemd) every call does nothing.
+//! systemd: the listening socket it may pass (socket activation, `LISTEN_FDS`), and how the
+//! daemon is doing (`sd_notify`, for `Type=notify` units): `READY=1` once the socket is served,
+//! `WATCHDOG=1` at half the unit's `WatchdogSec=`, `STOPPING=1` when shutdown begins. Without
+//! `NOTIFY_SOCKET` (not started by systemd) every notification does nothing.
 //!
 //! The protocol is one datagram per message to the unix socket `NOTIFY_SOCKET` names (a path,
 //! or `@name` in the abstract namespace), written here rather than taken from a crate: it is a
@@ -8,6 +9,28 @@
 
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
+
+/// The listening socket systemd passed (`LISTEN_FDS`, `LISTEN_PID` ours), if any: served instead
+/// of binding `listen.path`, so that the socket, its mode and group are the `.socket` unit's and
+/// connections wait in its backlog while cri-bridge restarts. Read once, before any thread starts
+/// (the variables are removed as they are read, so children do not inherit them).
+pub fn activated_listener() -> std::io::Result<Option<std::os::unix::net::UnixListener>> {
+    let mut passed = listenfd::ListenFd::from_env();
+    if passed.len() > 1 {
+        tracing::warn!(passed = passed.len(), "systemd passed several sockets; serving the first");
+    }
+    if passed.len() == 0 {
+        return Ok(None);
+    }
+    match passed.take_unix_listener(0) {
+        Ok(Some(listener)) => Ok(Some(listener)),
+        Ok(None) => Ok(None),
+        Err(error) => Err(std::io::Error::new(
+            error.kind(),
+            format!("the socket systemd passed (LISTEN_FDS) is not a listening unix stream socket: {error}"),
+        )),
+    }
+}
 
 /// Sends `state` (`READY=1`, `STATUS=…`, lines joined by `\n`) to systemd, if it is listening.
 /// A failure is logged, never fatal: the daemon serves whether or not systemd hears it.

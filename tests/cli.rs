@@ -288,6 +288,34 @@ async fn systemd_in_the_abstract_namespace_hears_ready_and_a_watchdog_for_anothe
     let _ = child.wait();
 }
 
+#[tokio::test]
+async fn a_socket_systemd_passes_is_served_instead_of_binding_and_is_left_to_systemd() {
+    let dir = TempDir::new("cli-activate");
+    let activated = dir.path("activated.sock");
+    let unused = dir.path("unused.sock");
+    // systemd-socket-activate (Debian's systemd) binds the socket and passes it as LISTEN_FDS=1.
+    let mut child = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&activated)
+        .arg(BIN)
+        .args(["serve", "--listen"])
+        .arg(&unused)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (the Debian systemd package; .ci/run installs it)");
+    wait_for_listener(&mut child, &activated).await;
+    let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&activated));
+    let answer = client.version(v1::VersionRequest::default()).await.expect("v1 Version").into_inner();
+    assert_eq!(answer.runtime_name, "cri-bridge-memory");
+    assert!(std::fs::symlink_metadata(&unused).is_err(), "listen.path is not bound when a socket is passed");
+    drop(client);
+    assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(std::fs::symlink_metadata(&activated).is_ok(), "the passed socket's file is systemd's to remove");
+}
+
 #[test]
 fn a_worker_threads_value_that_is_not_a_number_stops_serve_naming_it() {
     let dir = TempDir::new("cli-threads");
