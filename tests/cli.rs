@@ -28,6 +28,29 @@ async fn run_bin(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || Command::new(BIN).args(&args).output().expect("run cri-bridge")).await.unwrap()
 }
 
+/// A child process killed, if it still runs, when the test ends, passing or failing.
+struct Reaped(Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits up to `timeout` for `child` to exit.
 async fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
@@ -223,16 +246,18 @@ async fn systemd_hears_ready_then_watchdog_pings_then_stopping() {
     let dir = TempDir::new("cli-notify");
     let socket = dir.path("bridge.sock");
     let notify = tokio::net::UnixDatagram::bind(dir.path("notify.sock")).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--listen")
-        .arg(&socket)
-        .env("NOTIFY_SOCKET", dir.path("notify.sock"))
-        .env("WATCHDOG_USEC", "200000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cri-bridge serve");
+    let mut child = Reaped(
+        Command::new(BIN)
+            .arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .env("NOTIFY_SOCKET", dir.path("notify.sock"))
+            .env("WATCHDOG_USEC", "200000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cri-bridge serve"),
+    );
     let ready = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
     let last = ready.last().cloned().unwrap_or_default();
     assert!(last.starts_with("READY=1\nSTATUS=serving CRI"), "{ready:?}");
@@ -267,25 +292,25 @@ async fn systemd_in_the_abstract_namespace_hears_ready_and_a_watchdog_for_anothe
     let notify = std::os::unix::net::UnixDatagram::bind_addr(&address).unwrap();
     notify.set_nonblocking(true).unwrap();
     let notify = tokio::net::UnixDatagram::from_std(notify).unwrap();
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--listen")
-        .arg(&socket)
-        .env("NOTIFY_SOCKET", format!("@{name}"))
-        // A watchdog meant for another process (systemd sets WATCHDOG_PID to the main pid).
-        .env("WATCHDOG_USEC", "100000")
-        .env("WATCHDOG_PID", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cri-bridge serve");
+    let _child = Reaped(
+        Command::new(BIN)
+            .arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .env("NOTIFY_SOCKET", format!("@{name}"))
+            // A watchdog meant for another process (systemd sets WATCHDOG_PID to the main pid).
+            .env("WATCHDOG_USEC", "100000")
+            .env("WATCHDOG_PID", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cri-bridge serve"),
+    );
     let seen = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
     assert!(seen.last().is_some_and(|m| m.starts_with("READY=1")), "{seen:?}");
     let mut buf = [0u8; 64];
     let ping = tokio::time::timeout(Duration::from_millis(500), notify.recv(&mut buf)).await;
     assert!(ping.is_err(), "no WATCHDOG=1 for a watchdog of another pid: {ping:?}");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[tokio::test]
@@ -294,16 +319,18 @@ async fn a_socket_systemd_passes_is_served_instead_of_binding_and_is_left_to_sys
     let activated = dir.path("activated.sock");
     let unused = dir.path("unused.sock");
     // systemd-socket-activate (Debian's systemd) binds the socket and passes it as LISTEN_FDS=1.
-    let mut child = Command::new("systemd-socket-activate")
-        .arg("-l")
-        .arg(&activated)
-        .arg(BIN)
-        .args(["serve", "--listen"])
-        .arg(&unused)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("systemd-socket-activate (the Debian systemd package; .ci/run installs it)");
+    let mut child = Reaped(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&activated)
+            .arg(BIN)
+            .args(["serve", "--listen"])
+            .arg(&unused)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("systemd-socket-activate (the Debian systemd package; .ci/run installs it)"),
+    );
     wait_for_listener(&mut child, &activated).await;
     let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&activated));
     let answer = client.version(v1::VersionRequest::default()).await.expect("v1 Version").into_inner();
@@ -334,21 +361,21 @@ fn a_worker_threads_value_that_is_not_a_number_stops_serve_naming_it() {
 async fn serve_on_worker_threads_answers_as_on_one_thread() {
     let dir = TempDir::new("cli-workers");
     let socket = dir.path("bridge.sock");
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--listen")
-        .arg(&socket)
-        .env("CRI_BRIDGE_WORKER_THREADS", "2")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cri-bridge serve");
+    let mut child = Reaped(
+        Command::new(BIN)
+            .arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .env("CRI_BRIDGE_WORKER_THREADS", "2")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cri-bridge serve"),
+    );
     wait_for_listener(&mut child, &socket).await;
     let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&socket));
     let answer = client.version(v1::VersionRequest::default()).await.expect("v1 Version").into_inner();
     assert_eq!(answer.runtime_name, "cri-bridge-memory");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
