@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
+use crate::relay::upstream::Unsent;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::RecvStream;
@@ -129,7 +130,7 @@ impl Forwarder {
                 }
                 request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
             }
-            let response = match send(backend, request, outgoing).await {
+            let response = match backend.upstream().send(request, outgoing).await {
                 Ok(response) => answer.unless_gone(response).await?,
                 // Nothing reached the runtime: a connection that went away since the last call
                 // (a runtime restarted) is made again, once.
@@ -235,24 +236,6 @@ impl Forwarder {
         backend.lost();
         Error::Unreachable { endpoint: backend.endpoint.clone(), detail: error.to_string() }.into()
     }
-}
-
-/// The call could not be sent: nothing of it reached the runtime.
-struct Unsent(String);
-
-/// Opens the call's stream to the runtime and sends the request's one message.
-async fn send(
-    backend: &Backend,
-    request: http::Request<()>,
-    frame: Bytes,
-) -> Result<h2::client::ResponseFuture, Unsent> {
-    let unsent = |error: &dyn std::fmt::Display| Unsent(error.to_string());
-    let sender = backend.upstream().sender().await.map_err(|e| unsent(&e))?;
-    let mut sender = sender.ready().await.map_err(|e| unsent(&e))?;
-    let (response, mut stream) = sender.send_request(request, false).map_err(|e| unsent(&e))?;
-    // Buffered by h2 and sent as the runtime's window allows; an error here shows in `response`.
-    let _ = stream.send_data(frame, true);
-    Ok(response)
 }
 
 /// Sends one converted message to the caller. A large one goes as its prefix and then its bytes,

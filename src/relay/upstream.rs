@@ -33,6 +33,9 @@ pub enum UpstreamError {
     Lost(h2::Error),
 }
 
+/// A call that could not be sent: nothing of it reached the runtime.
+pub struct Unsent(pub String);
+
 #[derive(Clone)]
 struct Live {
     send: SendRequest<Bytes>,
@@ -104,6 +107,17 @@ impl Upstream {
         Ok(send)
     }
 
+    /// Opens a stream for `request` and sends its one message (`frame`, prefix included).
+    pub async fn send(&self, request: http::Request<()>, frame: Bytes) -> Result<h2::client::ResponseFuture, Unsent> {
+        let unsent = |error: &dyn std::fmt::Display| Unsent(error.to_string());
+        let sender = self.sender().await.map_err(|e| unsent(&e))?;
+        let mut sender = sender.ready().await.map_err(|e| unsent(&e))?;
+        let (response, mut stream) = sender.send_request(request, false).map_err(|e| unsent(&e))?;
+        // Buffered by h2 and sent as the runtime's window allows; an error here shows in `response`.
+        let _ = stream.send_data(frame, true);
+        Ok(response)
+    }
+
     /// One unary call of cri-bridge's own (the version probe), as its message's bytes.
     pub async fn unary(&self, path: &str, message: &[u8], timeout: Duration, limit: usize) -> Result<Bytes, Status> {
         let call = async {
@@ -114,10 +128,7 @@ impl Upstream {
             headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
             headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
             headers.insert("grpc-timeout", crate::grpc::encode_timeout(timeout));
-            let sender = self.sender().await.map_err(|e| lost(&e))?;
-            let mut sender = sender.ready().await.map_err(|e| lost(&e))?;
-            let (response, mut stream) = sender.send_request(request, false).map_err(|e| lost(&e))?;
-            let _ = stream.send_data(message::frame(message), true);
+            let response = self.send(request, message::frame(message)).await.map_err(|Unsent(e)| lost(&e))?;
             let (head, mut body) = response.await.map_err(|e| lost(&e))?.into_parts();
             let (mut splitter, mut messages) = (Splitter::default(), Vec::new());
             while let Some(chunk) = body.data().await {
