@@ -66,19 +66,13 @@ fn main() -> ExitCode {
             }
         }
         Command::CheckConfig { file } => match Config::load(&file) {
-            Ok(_) => {
-                println!("{}: ok", file.display());
-                ExitCode::SUCCESS
-            }
+            Ok(_) => report(&format!("{}: ok\n", file.display())),
             Err(e) => fail(e),
         },
         Command::Probe { socket } => {
             let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             match runtime.block_on(cri_bridge::probe::probe(&socket)) {
-                Ok(report) => {
-                    print!("{report}");
-                    ExitCode::SUCCESS
-                }
+                Ok(found) => report(&found.to_string()),
                 Err(e) => fail(e),
             }
         }
@@ -104,6 +98,16 @@ fn proxy_runtime() -> Result<tokio::runtime::Runtime, String> {
         }
     };
     builder.enable_all().build().map_err(|e| format!("cannot start the tokio runtime: {e}"))
+}
+
+/// Writes a command's report to stdout. A reader that went away (`probe … | head`) is not an
+/// error: the report was wanted only that far.
+fn report(text: &str) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(format!("cannot write the report: {e}")),
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 fn fail(error: impl std::fmt::Display) -> ExitCode {

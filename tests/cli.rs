@@ -142,6 +142,30 @@ async fn probe_reports_versions_and_kubelets() {
 }
 
 #[tokio::test]
+async fn a_probe_whose_reader_goes_away_ends_quietly() {
+    let dir = TempDir::new("cli-probe-pipe");
+    let socket = dir.path("runtime.sock");
+    let runtime = Runtime::start(&socket, &[CriVersion::V1]).await;
+    // `probe … | head -1`: the reader is gone before the report is written.
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(BIN)
+            .arg("probe")
+            .arg(&socket)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run cri-bridge probe");
+        drop(child.stdout.take());
+        child.wait_with_output().expect("probe exits")
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    runtime.stop().await;
+}
+
+#[tokio::test]
 async fn probe_of_a_dead_socket_fails_unreachable() {
     let dir = TempDir::new("cli-dead");
     // A stale socket file: nobody listens.
