@@ -36,6 +36,8 @@
 //! - `LOAD_WORKLOADS`: `all` (default), `version` or `list`;
 //! - `LOAD_BRIDGE_BIN`: the cri-bridge binary to measure instead of this build's (to compare
 //!   with an older build);
+//! - `LOAD_COMPARE_BIN`: another build's cri-bridge, run beside this one as the peers
+//!   `compare passthrough` and `compare translating`, so that a change's cost is measured in one run;
 //! - `LOAD_PEERS`: a comma-separated list of peer-name prefixes to measure (say, to profile one);
 //! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a real containerd (one that
 //!   serves v1 and v1alpha2, e.g. 1.6 or 1.7) directly, through cri-bridge passing through
@@ -262,6 +264,18 @@ fn start_runtime(dir: &Path, version: CriVersion) -> (Child, PathBuf) {
 
 /// cri-bridge listening on `dir/<label>.sock`, forwarding to `backend`.
 fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option<&str>) -> (Child, PathBuf) {
+    // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
+    let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
+    start_bridge_binary(&binary, dir, label, backend, backend_version)
+}
+
+fn start_bridge_binary(
+    binary: &str,
+    dir: &Path,
+    label: &str,
+    backend: &Path,
+    backend_version: Option<&str>,
+) -> (Child, PathBuf) {
     let socket = dir.join(format!("{label}.sock"));
     let mut args = vec![
         "serve".to_string(),
@@ -274,9 +288,7 @@ fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option
         args.extend(["--backend-version".to_string(), version.to_string()]);
     }
     let log = dir.join(format!("{label}.log"));
-    // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
-    let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
-    let mut child = Child::guarded(&format!("cri-bridge {label}"), &binary, &args, &log);
+    let mut child = Child::guarded(&format!("cri-bridge {label}"), binary, &args, &log);
     child.wait_for_socket(&socket);
     (child, socket)
 }
@@ -324,10 +336,34 @@ fn start(containerd: Option<PathBuf>) -> Setup {
     // The translating peer's baseline is pushed right after it.
     let translating_index =
         add(peer("translating v1->v1alpha2", translating_socket, None, Some(translating.pid), v1alpha2_pid));
-    let direct_v1alpha2 =
-        add(Peer { package: "runtime.v1alpha2", ..peer("direct v1alpha2", v1alpha2_socket, None, None, v1alpha2_pid) });
+    let direct_v1alpha2 = add(Peer {
+        package: "runtime.v1alpha2",
+        ..peer("direct v1alpha2", v1alpha2_socket.clone(), None, None, v1alpha2_pid)
+    });
     peers[translating_index].baseline = Some(direct_v1alpha2);
     children.extend([passthrough, translating]);
+    // `LOAD_COMPARE_BIN`: the same two proxies from another build, measured in the same run.
+    if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
+        let (old_passthrough, old_passthrough_socket) =
+            start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None);
+        let (old_translating, old_translating_socket) =
+            start_bridge_binary(&binary, &dir.0, "compare-translating", &v1alpha2_socket, None);
+        peers.push(peer(
+            "compare passthrough v1->v1",
+            old_passthrough_socket,
+            Some(direct_v1),
+            Some(old_passthrough.pid),
+            v1_pid,
+        ));
+        peers.push(peer(
+            "compare translating v1->v1alpha2",
+            old_translating_socket,
+            Some(direct_v1alpha2),
+            Some(old_translating.pid),
+            v1alpha2_pid,
+        ));
+        children.extend([old_passthrough, old_translating]);
+    }
     if socat_installed() {
         let (socat, socat_socket) = start_socat(&dir.0, "socat", &v1_socket);
         peers.push(peer("socat v1", socat_socket, Some(direct_v1), Some(socat.pid), v1_pid));

@@ -55,17 +55,32 @@ pub enum Role {
     Images,
 }
 
+/// What the configuration says of the runtime's version (changed by a reload).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pins {
+    /// `backend.version`: `None` to discover.
+    pub version: Option<CriVersion>,
+    /// `backend.revision`: overrides the revision table.
+    pub revision: Option<u8>,
+}
+
+/// Whether the runtime answers, and since when.
+#[derive(Clone, Copy, Debug)]
+pub struct Health {
+    pub up: bool,
+    pub since: std::time::SystemTime,
+}
+
 pub struct Backend {
     /// As configured: `unix:///run/containerd/containerd.sock`.
     pub endpoint: String,
     role: Role,
     upstream: Upstream,
     max_message_size: usize,
-    pinned: Option<CriVersion>,
-    /// `backend.revision`: overrides the revision table.
-    revision: Option<u8>,
+    pins: RwLock<Pins>,
     discovered: RwLock<Option<Discovered>>,
     probing: Mutex<()>,
+    health: std::sync::Mutex<Health>,
 }
 
 impl Backend {
@@ -82,11 +97,43 @@ impl Backend {
             role,
             upstream: Upstream::new(socket, crate::front_door::MAX_HEADER_LIST_SIZE),
             max_message_size,
-            pinned,
-            revision,
+            pins: RwLock::new(Pins { version: pinned, revision }),
             discovered: RwLock::new(None),
             probing: Mutex::new(()),
+            health: std::sync::Mutex::new(Health { up: false, since: std::time::SystemTime::now() }),
         }
+    }
+
+    /// Whether the runtime answers, and since when.
+    pub fn health(&self) -> Health {
+        *self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mark(&self, up: bool) {
+        let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        if health.up != up {
+            *health = Health { up, since: std::time::SystemTime::now() };
+        }
+    }
+
+    /// The version pin and revision now in force.
+    pub fn pins(&self) -> Pins {
+        *self.pins.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets a new pin and revision (a reload): the next call probes again.
+    pub fn set_pins(&self, pins: Pins) {
+        let mut current = self.pins.write().unwrap_or_else(|e| e.into_inner());
+        if *current != pins {
+            *current = pins;
+            drop(current);
+            self.forget();
+        }
+    }
+
+    /// The version discovered last, on the current connection or an older one.
+    pub fn discovered(&self) -> Option<Discovered> {
+        self.discovered.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The connection calls are sent on.
@@ -98,6 +145,7 @@ impl Backend {
     pub fn lost(&self) {
         self.upstream.reset();
         self.forget();
+        self.mark(false);
     }
 
     /// The version to speak now, and what the runtime understands: cached for the current
@@ -112,7 +160,9 @@ impl Backend {
         }
         // Read before the probe: a reconnection during it makes the result stale at once.
         let connection = self.upstream.connections();
-        let (version, profile) = self.probe().await?;
+        let probed = self.probe().await;
+        self.mark(probed.is_ok());
+        let (version, profile) = probed?;
         let found = Discovered {
             version,
             connection,
@@ -152,7 +202,8 @@ impl Backend {
             endpoint: self.endpoint.clone(),
             detail: status.message().to_string(),
         };
-        let candidates = match self.pinned {
+        let pins = self.pins();
+        let candidates = match pins.version {
             Some(version) => vec![version],
             None => CriVersion::NEWEST_FIRST.to_vec(),
         };
@@ -163,7 +214,7 @@ impl Backend {
             };
             let version_answer = match answer {
                 Ok(answer) => answer,
-                Err(status) if status.code() == Code::Unimplemented && self.pinned.is_none() => continue,
+                Err(status) if status.code() == Code::Unimplemented && pins.version.is_none() => continue,
                 Err(status) if status.code() == Code::Unimplemented => None,
                 Err(status) => return Err(unreachable(status)),
             };
@@ -173,8 +224,8 @@ impl Backend {
                 None => self.call_version(version).await.ok(),
             };
             let mut profile = match &version_answer {
-                Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, self.revision),
-                None => RuntimeProfile::unknown(version, self.revision),
+                Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, pins.revision),
+                None => RuntimeProfile::unknown(version, pins.revision),
             };
             if profile.reports_features() {
                 profile.features = Some(self.features().await);

@@ -39,6 +39,14 @@ struct File {
     loss_policy: HashMap<String, String>,
     #[serde(default)]
     log: LogFile,
+    #[serde(default)]
+    metrics: MetricsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsFile {
+    listen: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,11 +96,59 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The socket's path, for a unix endpoint.
+    pub fn path(&self) -> Option<&PathBuf> {
+        match self {
+            Endpoint::Unix(path) => Some(path),
+            Endpoint::Memory => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
             Endpoint::Memory => f.write_str("memory"),
+        }
+    }
+}
+
+/// Where the Prometheus endpoint listens (`metrics.listen`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// A unix socket path.
+    Unix(PathBuf),
+    /// A loopback address: the metrics name every caller, so they stay on the node.
+    Tcp(std::net::SocketAddr),
+}
+
+impl MetricsListen {
+    pub fn parse(text: &str) -> Result<MetricsListen, ConfigError> {
+        const KEY: &str = "metrics.listen";
+        let path = text.strip_prefix("unix://").unwrap_or(text);
+        if path.starts_with('/') {
+            return Ok(MetricsListen::Unix(PathBuf::from(path)));
+        }
+        let address: std::net::SocketAddr = text.parse().map_err(|_| {
+            invalid(
+                KEY,
+                format!("{text:?} is not a unix socket path (/run/…) or a loopback host:port (127.0.0.1:9464)"),
+            )
+        })?;
+        if !address.ip().is_loopback() {
+            return Err(invalid(KEY, format!("{text:?} is not a loopback address (127.0.0.1 or [::1])")));
+        }
+        Ok(MetricsListen::Tcp(address))
+    }
+}
+
+impl std::fmt::Display for MetricsListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricsListen::Unix(path) => write!(f, "unix://{}", path.display()),
+            MetricsListen::Tcp(address) => write!(f, "http://{address}/metrics"),
         }
     }
 }
@@ -126,6 +182,8 @@ pub struct Config {
     pub loss_policy: HashMap<String, Action>,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// `metrics.listen`: `None` serves no metrics.
+    pub metrics_listen: Option<MetricsListen>,
 }
 
 impl Default for Config {
@@ -144,6 +202,7 @@ impl Default for Config {
             loss_policy: HashMap::new(),
             log_level: "info".to_string(),
             log_format: LogFormat::Text,
+            metrics_listen: None,
         }
     }
 }
@@ -222,6 +281,7 @@ impl Config {
                 other => return Err(invalid("log.format", format!("{other:?} is not text or json"))),
             };
         }
+        config.metrics_listen = file.metrics.listen.as_deref().map(MetricsListen::parse).transpose()?;
         config.validate()?;
         Ok(config)
     }
@@ -275,6 +335,16 @@ impl Config {
                         "{} is also {key}: cri-bridge must listen on a socket of its own",
                         self.listen_path.display()
                     ),
+                ));
+            }
+        }
+        if let Some(MetricsListen::Unix(path)) = &self.metrics_listen {
+            let taken =
+                [Some(&self.listen_path), self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)];
+            if taken.contains(&Some(path)) {
+                return Err(invalid(
+                    "metrics.listen",
+                    format!("{} is a CRI socket: the metrics need a socket of their own", path.display()),
                 ));
             }
         }

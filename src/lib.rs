@@ -25,6 +25,10 @@
 //! - [`config`]: the YAML file, CLI overrides, validation naming the key.
 //! - [`error`]: the proxy's errors and their gRPC status, in one place.
 //! - [`run`]: wiring it all together until shutdown; [`probe`]: `cri-bridge probe`.
+//! - [`callers`]: who is calling (peer credentials, executable, pod and container), per CRI
+//!   version: the migration report.
+//! - [`metrics`]: the Prometheus endpoint (`metrics.listen`) and what the hot path counts.
+//! - [`reload`]: `SIGHUP` re-reads the config file and applies what can change live.
 //! - [`systemd`]: readiness, watchdog and stopping, told to systemd (`Type=notify`).
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
@@ -32,6 +36,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod callers;
 pub mod config;
 pub mod convert;
 pub mod error;
@@ -40,8 +45,10 @@ pub mod front_door;
 pub mod frontend;
 pub mod grpc;
 pub mod memory;
+pub mod metrics;
 pub mod probe;
 pub mod relay;
+pub mod reload;
 pub mod revision;
 pub mod run;
 pub mod systemd;

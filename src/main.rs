@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use cri_bridge::config::{Config, LogFormat, Overrides};
+use cri_bridge::reload::{Reloader, SetLogLevel};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,23 +35,43 @@ enum Command {
     },
     /// Validate a config file without starting.
     CheckConfig { file: PathBuf },
-    /// Show which CRI versions a runtime socket serves and which kubelets can use it.
+    /// Show which CRI versions a runtime socket serves and which kubelets can use it; on
+    /// cri-bridge's own socket, also the bridge and the runtime behind it. Exits 0 when all
+    /// answer, 1 when the socket does not, 2 when cri-bridge answers but its runtime does not.
     Probe { socket: PathBuf },
+    /// Who has called the running cri-bridge, in which CRI versions (the migration report).
+    Callers {
+        /// cri-bridge's socket.
+        #[arg(default_value = "/run/cri-bridge/cri-bridge.sock")]
+        socket: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Serve { config, listen, backend, image_backend, backend_version } => {
-            let loaded = match &config {
+        Command::Serve { config: config_file, listen, backend, image_backend, backend_version } => {
+            let loaded = match &config_file {
                 Some(path) => Config::load(path),
                 None => Ok(Config::default()),
             };
             let overrides = Overrides { listen, backend, image_backend, backend_version };
-            let config = match loaded.and_then(|c| c.apply(overrides)) {
+            let config = match loaded.and_then(|c| c.apply(overrides.clone())) {
                 Ok(config) => config,
                 Err(e) => return fail(e),
             };
-            init_logging(&config);
+            let set_log_level = init_logging(&config);
+            // SIGHUP reads the same file and applies the same flags over it.
+            let load = move || {
+                let loaded = match &config_file {
+                    Some(path) => Config::load(path),
+                    None => Ok(Config::default()),
+                };
+                loaded.and_then(|c| c.apply(overrides.clone()))
+            };
+            let reloader = Reloader { load: Box::new(load), set_log_level };
             // Before any thread starts: reading the passed socket unsets its variables.
             let activated = match cri_bridge::systemd::activated_listener() {
                 Ok(listener) => listener,
@@ -60,7 +81,7 @@ fn main() -> ExitCode {
                 Ok(runtime) => runtime,
                 Err(e) => return fail(e),
             };
-            match runtime.block_on(cri_bridge::run::run_on(config, activated, shutdown_signal())) {
+            match runtime.block_on(cri_bridge::run::run_on(config, activated, Some(reloader), shutdown_signal())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
@@ -72,7 +93,25 @@ fn main() -> ExitCode {
         Command::Probe { socket } => {
             let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             match runtime.block_on(cri_bridge::probe::probe(&socket)) {
-                Ok(found) => report(&found.to_string()),
+                Ok(found) => match report(&found.to_string()) {
+                    ExitCode::SUCCESS => ExitCode::from(found.exit_code()),
+                    failed => failed,
+                },
+                Err(e) => fail(e),
+            }
+        }
+        Command::Callers { socket, json } => {
+            let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            let asked = runtime.block_on(cri_bridge::probe::ask_bridge::<Vec<cri_bridge::callers::CallerReport>>(
+                &socket,
+                cri_bridge::forward::CALLERS_PATH,
+            ));
+            match asked {
+                Ok(Some(callers)) if json => {
+                    report(&format!("{}\n", serde_json::to_string_pretty(&callers).expect("JSON")))
+                }
+                Ok(Some(callers)) => report(&cri_bridge::callers::table(&callers)),
+                Ok(None) => fail(format!("{}: not cri-bridge (a runtime answers there)", socket.display())),
                 Err(e) => fail(e),
             }
         }
@@ -115,15 +154,25 @@ fn fail(error: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into());
+/// Starts logging; returns how a reload sets a new `log.level`.
+fn init_logging(config: &Config) -> SetLogLevel {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into());
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     // Colours only on a terminal: journald and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let registry = tracing_subscriber::registry().with(filter);
     match config.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => registry.with(layer.json()).init(),
+        LogFormat::Text => registry.with(layer).init(),
     }
+    Box::new(move |level: &str| {
+        let filter = EnvFilter::try_new(level).map_err(|e| format!("{level:?}: {e}"))?;
+        handle.reload(filter).map_err(|e| e.to_string())
+    })
 }
 
 /// Completes on SIGINT or SIGTERM (systemd's stop).

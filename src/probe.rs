@@ -4,6 +4,7 @@
 use crate::backend::{Backend, Role};
 use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
+use crate::forward::{BridgeStatus, STATUS_PATH};
 use crate::revision::{Block, RuntimeProfile};
 use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use std::fmt;
@@ -29,8 +30,67 @@ pub struct ProbeReport {
     pub profiles: Vec<RuntimeProfile>,
 }
 
+/// What answers at a socket: a runtime, or cri-bridge and the runtime behind it.
+#[derive(Debug)]
+pub enum Probed {
+    Runtime(ProbeReport),
+    Bridge {
+        socket: String,
+        status: BridgeStatus,
+        /// The probe made through the bridge, or why it failed (the runtime is down).
+        through: Result<ProbeReport, String>,
+    },
+}
+
+impl Probed {
+    /// The exit code for scripts: 0 when everything answers, 2 when cri-bridge answers but a
+    /// runtime behind it does not. (1 is for a socket that does not answer at all.)
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Probed::Runtime(_) => 0,
+            Probed::Bridge { status, through, .. } => {
+                if through.is_ok() && status.backends.iter().all(|b| b.up) {
+                    0
+                } else {
+                    2
+                }
+            }
+        }
+    }
+}
+
+/// How long cri-bridge's own questions may take.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Asks the cri-bridge at `socket` one of its own questions (`STATUS_PATH`, `CALLERS_PATH`).
+/// `Ok(None)`: what answers is not cri-bridge (it does not know the question).
+pub async fn ask_bridge<T: serde::de::DeserializeOwned>(socket: &Path, path: &str) -> Result<Option<T>, Error> {
+    let endpoint = format!("unix://{}", socket.display());
+    let upstream = crate::relay::upstream::Upstream::new(socket.to_path_buf(), crate::front_door::MAX_HEADER_LIST_SIZE);
+    match upstream.unary(path, &[], ASK_TIMEOUT, crate::config::DEFAULT_MAX_MESSAGE_SIZE).await {
+        Ok(json) => serde_json::from_slice(&json).map(Some).map_err(|e| Error::Unreachable {
+            endpoint,
+            detail: format!("{path}: the answer is not what cri-bridge sends: {e}"),
+        }),
+        Err(status) if status.code() == Code::Unimplemented => Ok(None),
+        Err(status) => Err(Error::Unreachable { endpoint, detail: status.message().to_string() }),
+    }
+}
+
+/// Probes `socket`: cri-bridge's own status when cri-bridge answers there, and in any case
+/// `Version` in every CRI version.
+pub async fn probe(socket: &Path) -> Result<Probed, Error> {
+    match ask_bridge::<BridgeStatus>(socket, STATUS_PATH).await? {
+        None => probe_runtime(socket).await.map(Probed::Runtime),
+        Some(status) => {
+            let through = probe_runtime(socket).await.map_err(|e| e.to_string());
+            Ok(Probed::Bridge { socket: format!("unix://{}", socket.display()), status, through })
+        }
+    }
+}
+
 /// Asks the runtime at `socket` for `Version` in every CRI version.
-pub async fn probe(socket: &Path) -> Result<ProbeReport, Error> {
+pub async fn probe_runtime(socket: &Path) -> Result<ProbeReport, Error> {
     let endpoint = format!("unix://{}", socket.display());
     let backend = Backend::new(
         endpoint.clone(),
@@ -149,5 +209,65 @@ impl fmt::Display for ProbeReport {
             }
         }
         Ok(())
+    }
+}
+
+fn when(seconds: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+    let ago = std::time::SystemTime::now().duration_since(at).map(|d| d.as_secs()).unwrap_or(0);
+    format!("{} ({})", humantime::format_rfc3339_seconds(at), ago_text(ago))
+}
+
+/// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
+pub fn ago_text(seconds: u64) -> String {
+    match seconds {
+        0..=119 => format!("{seconds}s ago"),
+        120..=7199 => format!("{}m ago", seconds / 60),
+        7200..=172_799 => format!("{}h ago", seconds / 3600),
+        _ => format!("{}d ago", seconds / 86_400),
+    }
+}
+
+impl fmt::Display for Probed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (socket, status, through) = match self {
+            Probed::Runtime(report) => return report.fmt(f),
+            Probed::Bridge { socket, status, through } => (socket, status, through),
+        };
+        writeln!(
+            f,
+            "bridge:   cri-bridge {} (pid {}) at {socket}, serving CRI {} since {}",
+            status.bridge_version,
+            status.pid,
+            status.versions.join(", "),
+            when(status.serving_since)
+        )?;
+        for backend in &status.backends {
+            let state = if backend.up { "up" } else { "DOWN" };
+            writeln!(
+                f,
+                "{:<9} {} {state} since {}",
+                format!("{}:", backend.role),
+                backend.endpoint,
+                when(backend.since)
+            )?;
+            if let Some(version) = &backend.version {
+                let pinned = if backend.pinned.is_some() { " (pinned)" } else { "" };
+                writeln!(
+                    f,
+                    "  speaks CRI {version}{pinned} at the Kubernetes {} revision: {} {}",
+                    backend.revision.as_deref().unwrap_or("?"),
+                    backend.runtime_name.as_deref().unwrap_or("(name not reported)"),
+                    backend.runtime_version.as_deref().unwrap_or("")
+                )?;
+            }
+        }
+        match through {
+            Ok(report) => {
+                writeln!(f, "through cri-bridge:")?;
+                report.fmt(f)
+            }
+            Err(error) => writeln!(f, "through cri-bridge: {error}"),
+        }
     }
 }

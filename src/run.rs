@@ -2,10 +2,13 @@
 //! forwarder and the frontend socket, serves until `shutdown` completes, then drains and cleans up.
 
 use crate::backend::{Backend, Role};
+use crate::callers::Callers;
 use crate::config::{Config, Endpoint};
 use crate::convert::policy::LossPolicy;
 use crate::forward::Forwarder;
 use crate::frontend::{self, BindError};
+use crate::metrics::{Metrics, Scrape};
+use crate::reload::{Live, Reloader};
 use crate::version::CriVersion;
 use std::future::Future;
 use std::path::PathBuf;
@@ -20,6 +23,8 @@ pub enum RunError {
     Memory(std::io::Error),
     #[error("the socket systemd passed cannot be served: {0}")]
     Activated(std::io::Error),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
     #[error("serving the frontend failed: {0}")]
     Serve(#[from] std::io::Error),
 }
@@ -70,14 +75,16 @@ fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) ->
 
 /// Runs the proxy until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
-    run_on(config, None, shutdown).await
+    run_on(config, None, None, shutdown).await
 }
 
 /// Runs the proxy on `activated`, a listening socket systemd passed, when there is one (see
-/// [`crate::systemd::activated_listener`]), else on `listen.path`.
+/// [`crate::systemd::activated_listener`]), else on `listen.path`; with a `reloader`, `SIGHUP`
+/// reloads the config.
 pub async fn run_on(
     config: Config,
     activated: Option<std::os::unix::net::UnixListener>,
+    reloader: Option<Reloader>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let (memory, runtime_socket) = match &config.backend {
@@ -96,6 +103,31 @@ pub async fn run_on(
     if !Arc::ptr_eq(&runtime, &image) {
         watchers.push(tokio::spawn(image.clone().watch()));
     }
+    let metrics = Arc::new(Metrics::new());
+    let callers = Arc::new(Callers::default());
+    let policy = Arc::new(LossPolicy::counted(config.loss_policy.clone(), metrics.clone()));
+    // Bound before the CRI socket, so a bad metrics.listen stops the start before READY.
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics_endpoint = match &config.metrics_listen {
+        Some(listen) => match crate::metrics::Endpoint::bind(listen).await {
+            Ok(endpoint) => {
+                tracing::info!(listen = %listen, "serving Prometheus metrics");
+                let mut backends = vec![runtime.clone()];
+                if !Arc::ptr_eq(&runtime, &image) {
+                    backends.push(image.clone());
+                }
+                let scrape = Scrape { metrics: metrics.clone(), backends, callers: callers.clone() };
+                Some(tokio::spawn(endpoint.serve(scrape, async {
+                    let _ = metrics_stopped.await;
+                })))
+            }
+            Err(error) => {
+                stop_watchers(watchers, memory).await;
+                return Err(error.into());
+            }
+        },
+        None => None,
+    };
 
     let result = async {
         // `listen`: the socket's path, for the logs and systemd's status.
@@ -121,30 +153,32 @@ pub async fn run_on(
             backend = %config.backend,
             "serving CRI"
         );
-        let policy = Arc::new(LossPolicy::new(config.loss_policy.clone()));
         let forwarder = Arc::new(Forwarder::new(
             runtime.clone(),
             image.clone(),
             policy.clone(),
             &config.versions,
             config.max_message_size,
+            metrics.clone(),
+            callers.clone(),
         ));
         let watchdog = crate::systemd::watchdog_interval().map(|every| tokio::spawn(crate::systemd::watchdog(every)));
         // The runtime may still be away: it is found in the background, and calls meanwhile are
         // answered UNAVAILABLE naming it.
-        crate::systemd::notify(&format!(
-            "READY=1\nSTATUS=serving CRI {} on {} for {}",
-            versions.join(","),
-            listen.display(),
-            config.backend
-        ));
+        let status = format!("serving CRI {} on {} for {}", versions.join(","), listen.display(), config.backend);
+        crate::systemd::notify(&format!("READY=1\nSTATUS={status}"));
+        let reloads = reloader.map(|reloader| {
+            let live =
+                Live { config: config.clone(), policy: policy.clone(), runtime: runtime.clone(), image: image.clone() };
+            tokio::spawn(crate::reload::on_sighup(live, reloader, status))
+        });
         let shutdown = async {
             shutdown.await;
             crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
         };
         let served = crate::relay::serve(listener, forwarder, shutdown).await;
-        if let Some(watchdog) = watchdog {
-            watchdog.abort();
+        for task in [watchdog, reloads].into_iter().flatten() {
+            task.abort();
         }
         if let Some(file) = socket_file {
             file.remove_if_ours();
@@ -160,12 +194,20 @@ pub async fn run_on(
     }
     .await;
 
+    let _ = stop_metrics.send(());
+    if let Some(endpoint) = metrics_endpoint {
+        let _ = endpoint.await;
+    }
+    stop_watchers(watchers, memory).await;
+    tracing::info!("stopped");
+    result
+}
+
+async fn stop_watchers(watchers: Vec<tokio::task::JoinHandle<()>>, memory: Option<MemoryBackend>) {
     for watcher in watchers {
         watcher.abort();
     }
     if let Some(memory) = memory {
         memory.stop().await;
     }
-    tracing::info!("stopped");
-    result
 }

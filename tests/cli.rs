@@ -2,11 +2,12 @@
 
 mod common;
 
+use common::process::{notifications_until, wait_for_listener, wait_timeout, Reaped};
 use common::{Runtime, TempDir};
 use cri_bridge::api::{v1, v1alpha2};
 use cri_bridge::CriVersion;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
@@ -26,43 +27,6 @@ fn stderr(output: &Output) -> String {
 /// Runs the binary to completion off the async runtime (which serves the in-memory runtime).
 async fn run_bin(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || Command::new(BIN).args(&args).output().expect("run cri-bridge")).await.unwrap()
-}
-
-/// A child process killed, if it still runs, when the test ends, passing or failing.
-struct Reaped(Child);
-
-impl std::ops::Deref for Reaped {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Reaped {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits up to `timeout` for `child` to exit.
-async fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[test]
@@ -182,22 +146,6 @@ async fn probe_of_a_dead_socket_fails_unreachable() {
     }
 }
 
-/// Waits up to 10 s for something to listen on `path`, failing early if `child` exits.
-async fn wait_for_listener(child: &mut Child, path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("cri-bridge exited with {status} before listening");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let _ = child.kill();
-    panic!("nothing listens on {} after 10 s", path.display());
-}
-
 #[tokio::test]
 async fn quick_start_serves_and_stops_on_sigterm() {
     let dir = TempDir::new("cli-serve");
@@ -247,22 +195,6 @@ async fn quick_start_serves_and_stops_on_sigterm() {
     assert_eq!(named.len(), 1, "stderr:\n{logs}");
     assert!(named[0].contains("cri-bridge-memory") && named[0].contains("INFO"), "{}", named[0]);
     assert!(!logs.contains("WARN"), "a healthy quick start warns of nothing; stderr:\n{logs}");
-}
-
-/// Datagrams received on a notify socket until `until` matches one, or 5 s pass.
-async fn notifications_until(socket: &tokio::net::UnixDatagram, until: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut seen = Vec::new();
-    let mut buf = vec![0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, socket.recv(&mut buf)).await {
-        let message = String::from_utf8_lossy(&buf[..n]).into_owned();
-        let done = until(&message);
-        seen.push(message);
-        if done {
-            break;
-        }
-    }
-    seen
 }
 
 #[tokio::test]

@@ -11,10 +11,12 @@
 use super::classes::{class_of, Class};
 use super::{Loss, LossReason};
 use crate::api::SchemaInfo;
+use crate::metrics::{Direction, Metrics};
 use crate::version::CriVersion;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -76,20 +78,44 @@ fn describe(losses: &[Loss]) -> String {
 }
 
 /// The policy with its per-field overrides.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct LossPolicy {
-    overrides: HashMap<String, Action>,
+    /// Replaced whole by a reload; read only for calls that lose a field.
+    overrides: RwLock<Arc<HashMap<String, Action>>>,
     pub counters: LossCounters,
+    /// `cri_bridge_losses_total`, when the proxy counts it.
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl fmt::Debug for LossPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LossPolicy").field("overrides", &self.overrides()).field("counters", &self.counters).finish()
+    }
 }
 
 impl LossPolicy {
     pub fn new(overrides: HashMap<String, Action>) -> LossPolicy {
-        LossPolicy { overrides, counters: LossCounters::default() }
+        LossPolicy { overrides: RwLock::new(Arc::new(overrides)), ..LossPolicy::default() }
+    }
+
+    /// A policy that also counts every loss in `metrics`.
+    pub fn counted(overrides: HashMap<String, Action>, metrics: Arc<Metrics>) -> LossPolicy {
+        LossPolicy { metrics: Some(metrics), ..LossPolicy::new(overrides) }
+    }
+
+    pub fn overrides(&self) -> Arc<HashMap<String, Action>> {
+        self.overrides.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the overrides (a reload); calls already judged are not judged again.
+    pub fn set_overrides(&self, overrides: HashMap<String, Action>) {
+        *self.overrides.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(overrides);
     }
 
     /// The action for one loss.
     pub fn action(&self, side: Side, loss: &Loss) -> Action {
-        if let Some(action) = self.overrides.get(&loss.path).or_else(|| self.overrides.get(loss.field.as_ref())) {
+        let overrides = self.overrides();
+        if let Some(action) = overrides.get(&loss.path).or_else(|| overrides.get(loss.field.as_ref())) {
             return *action;
         }
         match side {
@@ -107,6 +133,9 @@ impl LossPolicy {
     pub fn count_response_losses(&self, count: usize) {
         if count > 0 {
             self.counters.allowed.fetch_add(count as u64, Ordering::Relaxed);
+            if let Some(metrics) = &self.metrics {
+                metrics.lost("*", Action::Allow, Direction::Response, count as u64);
+            }
         }
     }
 
@@ -115,8 +144,16 @@ impl LossPolicy {
     /// every rejected field.
     pub fn apply(&self, side: Side, rpc: &str, runtime: &dyn fmt::Display, losses: Vec<Loss>) -> Result<(), Refusal> {
         let mut rejected = Vec::new();
+        let direction = match side {
+            Side::Request => Direction::Request,
+            Side::Response => Direction::Response,
+        };
         for loss in losses {
-            match self.action(side, &loss) {
+            let action = self.action(side, &loss);
+            if let Some(metrics) = &self.metrics {
+                metrics.lost(&loss.field, action, direction, 1 + loss.more);
+            }
+            match action {
                 Action::Reject => rejected.push(loss),
                 Action::Warn => {
                     self.counters.warned.fetch_add(1 + loss.more, Ordering::Relaxed);

@@ -2,11 +2,13 @@
 
 use super::{Forwarder, Method, Plan, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
+use crate::callers::Caller;
 use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
 use crate::relay::upstream::Unsent;
+use crate::version::CriVersion;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::RecvStream;
@@ -48,33 +50,58 @@ const NOT_FORWARDED: [&str; 7] =
     ["te", "content-type", "content-length", "host", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout"];
 
 impl Forwarder {
-    /// Serves one stream of a client connection to its end.
-    pub async fn serve_call(self: Arc<Self>, request: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+    /// Serves one stream of a client connection to its end, counting it (metrics, `caller`).
+    pub async fn serve_call(
+        self: Arc<Self>,
+        caller: Arc<Caller>,
+        request: http::Request<RecvStream>,
+        respond: SendResponse<Bytes>,
+    ) {
+        let started = Instant::now();
+        let _in_flight = self.metrics.in_flight();
         let mut answer = Answer::new(respond);
         let (head, body) = request.into_parts();
         let Some(method) = self.methods.get(head.uri.path()) else {
+            if let Some(json) = self.control.answer(head.uri.path()) {
+                // Read first: a caller whose body is cut off by the answer's end sees an error.
+                if answer.unless_gone(read_request_body(body, CONTROL_REQUEST_LIMIT)).await.is_ok() {
+                    answer_control(&mut answer, json).await;
+                }
+                return;
+            }
             let status = Status::unimplemented(format!("unknown service or method {}", head.uri.path()));
             answer.status(&status);
+            self.metrics.answered(None, None, status.code(), started.elapsed());
             return;
         };
+        let rpc = method.rpc;
+        caller.called(rpc.version);
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
         // converting, a retry) is taken from what the runtime is given.
-        let deadline = timeout_of(&head.headers).map(|timeout| Instant::now() + timeout);
+        let deadline = timeout_of(&head.headers).map(|timeout| started + timeout);
+        let mut backend_version = None;
         // Boxed: the call's state is large, and the task that holds it is moved on spawning.
-        let call = Box::pin(self.call(method, head.headers, body, deadline, &mut answer));
+        let call = Box::pin(self.call(method, head.headers, body, deadline, &mut answer, &mut backend_version));
         let outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,
         };
-        let rpc = method.rpc;
-        match outcome {
-            Ok(code) => tracing::debug!(rpc = %rpc.path(), ?code, "answered"),
+        let code = match outcome {
+            Ok(code) => {
+                tracing::debug!(rpc = %rpc.path(), ?code, "answered");
+                code
+            }
             Err(Failure::Status(status)) => {
                 tracing::debug!(rpc = %rpc.path(), code = ?status.code(), message = status.message(), "answered");
                 answer.status(&status);
+                status.code()
             }
-            Err(Failure::Gone) => tracing::debug!(rpc = %rpc.path(), "the caller went away"),
-        }
+            Err(Failure::Gone) => {
+                tracing::debug!(rpc = %rpc.path(), "the caller went away");
+                Code::Cancelled
+            }
+        };
+        self.metrics.answered(Some(rpc), backend_version, code, started.elapsed());
     }
 
     /// Sends the request (converted, or as it came) and relays the answer. A call answered
@@ -89,6 +116,7 @@ impl Forwarder {
         body: RecvStream,
         deadline: Option<Instant>,
         answer: &mut Answer,
+        backend_version: &mut Option<CriVersion>,
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
         let frame = answer.unless_gone(read_request(rpc, body, self.max_message_size)).await??;
@@ -103,6 +131,7 @@ impl Forwarder {
         let (mut retried, mut reconnected) = (false, false);
         loop {
             let found = backend.version().await?;
+            *backend_version = Some(found.version);
             let plan = method.plan(found.version);
             let Some(uri) = &plan.backend else {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
@@ -292,6 +321,39 @@ async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<By
         return Err(Status::internal(format!("{}: the body holds no message", what())));
     }
     Ok(frame)
+}
+
+/// The most a question of cri-bridge's own may carry (they carry nothing).
+const CONTROL_REQUEST_LIMIT: usize = 4096;
+
+/// Reads a request's body to its end, holding at most `limit` bytes.
+async fn read_request_body(mut body: RecvStream, limit: usize) -> Result<(), ()> {
+    let mut read = 0;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(drop)?;
+        read += chunk.len();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if read > limit {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// Answers a question of cri-bridge's own: one JSON message, status OK.
+async fn answer_control(answer: &mut Answer, json: Vec<u8>) {
+    let mut head = http::Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    let sent = async {
+        answer.head(head, false)?;
+        answer.data(message::frame(&json)).await?;
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        answer.trailers(trailers)
+    };
+    if sent.await.is_err() {
+        tracing::debug!("the caller of a control call went away");
+    }
 }
 
 /// The deadline passed while cri-bridge held the call.

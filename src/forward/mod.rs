@@ -9,15 +9,21 @@
 //! runtime's status comes back unchanged.
 
 mod call;
+mod control;
+
+pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
 
 use crate::backend::{Backend, Discovered};
+use crate::callers::Callers;
 use crate::convert::policy::{LossPolicy, Side};
 use crate::convert::scan::{self, Limits};
 use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::Rpc;
+use crate::metrics::{Direction, Metrics};
 use crate::version::CriVersion;
 use bytes::Bytes;
+use control::Control;
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,6 +65,9 @@ pub struct Forwarder {
     /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
     methods: HashMap<String, Method>,
     max_message_size: usize,
+    metrics: Arc<Metrics>,
+    /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
+    control: Control,
 }
 
 impl Forwarder {
@@ -69,6 +78,8 @@ impl Forwarder {
         policy: Arc<LossPolicy>,
         served: &[CriVersion],
         max_message_size: usize,
+        metrics: Arc<Metrics>,
+        callers: Arc<Callers>,
     ) -> Forwarder {
         let mut methods = HashMap::new();
         for &frontend in served {
@@ -79,7 +90,13 @@ impl Forwarder {
                 methods.insert(rpc.path(), Method { rpc, plans });
             }
         }
-        Forwarder { runtime, image, policy, methods, max_message_size }
+        let control = Control::new(runtime.clone(), image.clone(), served, callers);
+        Forwarder { runtime, image, policy, methods, max_message_size, metrics, control }
+    }
+
+    /// Who has called, per connection.
+    pub fn callers(&self) -> &Arc<Callers> {
+        self.control.callers()
     }
 
     fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
@@ -123,10 +140,12 @@ impl Forwarder {
                 .map_err(|e| bad(e.to_string()))?;
             None
         } else {
+            let started = std::time::Instant::now();
             scan::scan(rpc.version.schema(), plan.request_index, body, Limits::UNKNOWN_ONLY, &mut losses)
                 .map_err(|e| bad(e.to_string()))?;
             let mut cx = Cx::new();
             let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            self.metrics.converted(Direction::Request, started.elapsed());
             losses.extend(cx.into_losses());
             let after = Limits { unknown: false, ..runtime };
             scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
@@ -153,12 +172,14 @@ impl Forwarder {
             message: rpc.info.response,
             detail,
         };
+        let started = std::time::Instant::now();
         let mut cx = Cx::counting();
         let mut converted = plan.response.run(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
         self.policy.count_response_losses(cx.loss_count());
         if rpc.info.method == "Version" {
             converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
         }
+        self.metrics.converted(Direction::Response, started.elapsed());
         Ok(converted.into())
     }
 }

@@ -1,6 +1,7 @@
 //! The listening side: accepts connections, speaks HTTP/2 on each through the front door, and
 //! hands every stream to the forwarder as a task of its own; on shutdown, drains.
 
+use crate::callers::Peer;
 use crate::forward::Forwarder;
 use crate::front_door::{FrontDoor, MAX_HEADER_LIST_SIZE};
 use crate::grpc::DRAIN_TIMEOUT;
@@ -14,6 +15,10 @@ use tokio::task::JoinSet;
 /// Streams one client connection may have open at once. The kubelet has a few dozen at most
 /// (one per pod worker and probe); the bound keeps one client from holding unbounded state.
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// How long a new connection may take to send the HTTP/2 preface and settings (every client
+/// sends them at once).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `forwarder` on `listener` until `shutdown` completes, then tells every client to go
 /// away (HTTP/2 GOAWAY) and lets calls in flight finish for up to [`DRAIN_TIMEOUT`]; a client
@@ -55,6 +60,8 @@ pub async fn serve(
 
 /// One client connection, until the client closes it, or it has drained after shutdown.
 async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping: watch::Receiver<bool>) {
+    // Who is at the other end: once per connection, so calls pay only a count.
+    let caller = forwarder.callers().connected(Peer::of(&stream));
     let handshake = h2::server::Builder::new()
         // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a
         // caller's metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and
@@ -62,22 +69,25 @@ async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping:
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .handshake::<_, bytes::Bytes>(FrontDoor::new(stream));
-    let mut connection = tokio::select! {
-        handshaken = handshake => match handshaken {
-            Ok(connection) => connection,
-            Err(error) => {
-                tracing::debug!(%error, "HTTP/2 handshake with a client failed");
-                return;
-            }
-        },
-        _ = stopping.wait_for(|stop| *stop) => return,
+    // Finished even when shutdown begins meanwhile: the client may have sent its calls already,
+    // and is told to go away (GOAWAY, below) rather than cut off with them unanswered.
+    let mut connection = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "HTTP/2 handshake with a client failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("a client sent no HTTP/2 preface within {HANDSHAKE_TIMEOUT:?}");
+            return;
+        }
     };
     let mut draining = false;
     loop {
         tokio::select! {
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    tokio::spawn(forwarder.clone().serve_call(request, respond));
+                    tokio::spawn(forwarder.clone().serve_call(caller.clone(), request, respond));
                 }
                 Some(Err(error)) => {
                     tracing::debug!(%error, "client connection ended with an error");

@@ -2,6 +2,8 @@
 //! on another, both in a fresh temporary directory.
 #![allow(dead_code)]
 
+pub mod process;
+
 use cri_bridge::config::{Config, Endpoint};
 use cri_bridge::memory::{serve_memory, MemoryRuntime};
 use cri_bridge::CriVersion;

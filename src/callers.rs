@@ -1,0 +1,308 @@
+//! Who is calling: each client connection's peer (`SO_PEERCRED`, then `/proc/<pid>`: its
+//! executable and cgroup, so its pod and container when it runs in one), and how many calls each
+//! caller made in each CRI version. This is the migration report (`cri-bridge callers`): what on
+//! the node still speaks v1alpha2 before the runtime becomes v1-only.
+//!
+//! Callers are grouped by executable, uid, pod and container rather than by process: crictl in
+//! a shell loop is one caller, not a thousand. The record is bounded ([`MAX_CALLERS`]).
+
+use crate::version::CriVersion;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Callers remembered at most; beyond, the one seen least recently is forgotten.
+pub const MAX_CALLERS: usize = 1024;
+
+/// What the kernel and `/proc` say about the process at the other end of a connection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Peer {
+    pub pid: Option<u32>,
+    pub uid: u32,
+    pub gid: u32,
+    /// The executable's path (`/usr/bin/kubelet`), or `?` when `/proc` does not say.
+    pub exe: String,
+    pub pod_uid: Option<String>,
+    pub container_id: Option<String>,
+}
+
+impl Peer {
+    /// The peer of a client connection.
+    pub fn of(stream: &tokio::net::UnixStream) -> Peer {
+        let Ok(credentials) = stream.peer_cred() else {
+            return Peer { exe: "?".into(), ..Peer::default() };
+        };
+        let pid = credentials.pid().and_then(|pid| u32::try_from(pid).ok()).filter(|pid| *pid > 0);
+        let mut peer = Peer { pid, uid: credentials.uid(), gid: credentials.gid(), exe: "?".into(), ..Peer::default() };
+        if let Some(pid) = pid {
+            if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
+                // A binary replaced since the process started reads as `… (deleted)`.
+                let exe = exe.to_string_lossy();
+                peer.exe = exe.strip_suffix(" (deleted)").unwrap_or(&exe).to_string();
+            }
+            if let Ok(cgroup) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+                (peer.pod_uid, peer.container_id) = pod_and_container(&cgroup);
+            }
+        }
+        peer
+    }
+
+    /// The executable's file name: `kubelet`, `crictl`.
+    pub fn client(&self) -> &str {
+        self.exe.rsplit('/').next().unwrap_or(&self.exe)
+    }
+}
+
+/// The pod UID and container ID in a `/proc/<pid>/cgroup`, for the kubelet's cgroup layouts:
+/// systemd (`kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope`, `_` for `-` in the
+/// UID) and cgroupfs (`/kubepods/besteffort/pod<uid>/<id>`), cgroup v1 or v2.
+pub fn pod_and_container(cgroup: &str) -> (Option<String>, Option<String>) {
+    let mut found = (None, None);
+    for line in cgroup.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else { continue };
+        for segment in path.split('/') {
+            if found.0.is_none() {
+                found.0 = pod_uid_in(segment);
+            }
+        }
+        if found.0.is_some() && found.1.is_none() {
+            found.1 = path.rsplit('/').next().and_then(container_id_in);
+        }
+        if found.0.is_some() && found.1.is_some() {
+            break;
+        }
+    }
+    found
+}
+
+/// `pod<uid>` anywhere in a segment (`kubepods-…` itself contains `pod`, so every one is tried).
+fn pod_uid_in(segment: &str) -> Option<String> {
+    segment.match_indices("pod").find_map(|(at, _)| {
+        let uid: String = segment[at + 3..].chars().take(36).collect();
+        let well_formed = uid.len() == 36
+            && uid.chars().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => c == '-' || c == '_',
+                _ => c.is_ascii_hexdigit(),
+            });
+        well_formed.then(|| uid.replace('_', "-"))
+    })
+}
+
+fn container_id_in(segment: &str) -> Option<String> {
+    let name = segment.strip_suffix(".scope").unwrap_or(segment);
+    let id = name.rsplit('-').next().unwrap_or(name);
+    (id.len() == 64 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_string())
+}
+
+/// One caller and what it called.
+#[derive(Debug)]
+pub struct Caller {
+    pub peer: Peer,
+    /// The process that called last (a caller groups every process of one executable).
+    last_pid: AtomicU32,
+    /// Calls per CRI version, in [`CriVersion::NEWEST_FIRST`] order.
+    calls: [AtomicU64; 3],
+    first_seen: u64,
+    /// Seconds since the epoch.
+    last_seen: AtomicU64,
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn slot(version: CriVersion) -> usize {
+    CriVersion::NEWEST_FIRST.iter().position(|v| *v == version).expect("a CRI version")
+}
+
+impl Caller {
+    /// Counts one call in `version`; the first in each version is logged.
+    pub fn called(&self, version: CriVersion) {
+        self.last_seen.store(now(), Ordering::Relaxed);
+        if self.calls[slot(version)].fetch_add(1, Ordering::Relaxed) == 0 {
+            let peer = &self.peer;
+            tracing::info!(
+                client = peer.client(),
+                exe = %peer.exe,
+                pid = self.last_pid.load(Ordering::Relaxed),
+                uid = peer.uid,
+                pod_uid = peer.pod_uid.as_deref().unwrap_or(""),
+                container_id = peer.container_id.as_deref().unwrap_or(""),
+                %version,
+                "first call of a caller in CRI {version}"
+            );
+        }
+    }
+
+    pub fn calls(&self, version: CriVersion) -> u64 {
+        self.calls[slot(version)].load(Ordering::Relaxed)
+    }
+}
+
+/// The callers seen since start.
+#[derive(Debug, Default)]
+pub struct Callers {
+    /// Keyed by the peer without its pid.
+    known: Mutex<HashMap<Peer, Arc<Caller>>>,
+}
+
+impl Callers {
+    /// The record of a newly connected peer (an existing one when the same client calls again).
+    pub fn connected(&self, mut peer: Peer) -> Arc<Caller> {
+        let pid = peer.pid.take().unwrap_or(0);
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(caller) = known.get(&peer) {
+            caller.last_pid.store(pid, Ordering::Relaxed);
+            return caller.clone();
+        }
+        if known.len() >= MAX_CALLERS {
+            let oldest = known.iter().min_by_key(|(_, c)| c.last_seen.load(Ordering::Relaxed)).map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                known.remove(&oldest);
+            }
+        }
+        let caller = Arc::new(Caller {
+            peer: peer.clone(),
+            last_pid: AtomicU32::new(pid),
+            calls: Default::default(),
+            first_seen: now(),
+            last_seen: AtomicU64::new(now()),
+        });
+        known.insert(peer, caller.clone());
+        caller
+    }
+
+    /// Every caller that made a call, most recently seen first.
+    pub fn report(&self) -> Vec<CallerReport> {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let mut report: Vec<CallerReport> = known
+            .values()
+            .map(|caller| CallerReport {
+                client: caller.peer.client().to_string(),
+                exe: caller.peer.exe.clone(),
+                pid: caller.last_pid.load(Ordering::Relaxed),
+                uid: caller.peer.uid,
+                gid: caller.peer.gid,
+                pod_uid: caller.peer.pod_uid.clone(),
+                container_id: caller.peer.container_id.clone(),
+                calls: CriVersion::NEWEST_FIRST
+                    .iter()
+                    .map(|&v| (v.as_str().to_string(), caller.calls(v)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
+                first_seen: caller.first_seen,
+                last_seen: caller.last_seen.load(Ordering::Relaxed),
+            })
+            .filter(|c| !c.calls.is_empty())
+            .collect();
+        report.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| a.client.cmp(&b.client)));
+        report
+    }
+}
+
+/// One row of the migration report, as `cri-bridge callers` receives it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CallerReport {
+    pub client: String,
+    pub exe: String,
+    /// The process that called last.
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub pod_uid: Option<String>,
+    pub container_id: Option<String>,
+    /// Calls per CRI version used (newest first).
+    pub calls: Vec<(String, u64)>,
+    /// Seconds since the epoch.
+    pub first_seen: u64,
+    pub last_seen: u64,
+}
+
+/// The report as a table, for `cri-bridge callers`.
+pub fn table(callers: &[CallerReport]) -> String {
+    let now = now();
+    let mut rows = vec![[
+        "CLIENT".to_string(),
+        "PID".to_string(),
+        "UID".to_string(),
+        "POD UID".to_string(),
+        "CONTAINER".to_string(),
+        "CRI VERSIONS (CALLS)".to_string(),
+        "CALLS".to_string(),
+        "LAST SEEN".to_string(),
+    ]];
+    for caller in callers {
+        let versions: Vec<String> = caller.calls.iter().map(|(v, n)| format!("{v} ({n})")).collect();
+        rows.push([
+            caller.client.clone(),
+            caller.pid.to_string(),
+            caller.uid.to_string(),
+            caller.pod_uid.clone().unwrap_or_else(|| "-".into()),
+            // As crictl shows container IDs.
+            caller.container_id.as_deref().map_or("-".into(), |id| id.chars().take(13).collect()),
+            versions.join(", "),
+            caller.calls.iter().map(|(_, n)| n).sum::<u64>().to_string(),
+            crate::probe::ago_text(now.saturating_sub(caller.last_seen)),
+        ]);
+    }
+    let widths: Vec<usize> = (0..8).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    if callers.is_empty() {
+        text.push_str("(no calls since cri-bridge started)\n");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "4b2c3d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c";
+
+    #[test]
+    fn systemd_driver_cgroups_name_the_pod_and_container() {
+        let cgroup = format!(
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1f2e3d4c_5b6a_4978_8695_a4b3c2d1e0f9.slice/cri-containerd-{ID}.scope\n"
+        );
+        let (pod, container) = pod_and_container(&cgroup);
+        assert_eq!(pod.as_deref(), Some("1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"));
+        assert_eq!(container.as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn cgroupfs_driver_cgroups_v1_name_the_pod_and_container() {
+        let cgroup = format!(
+            "12:pids:/kubepods/burstable/pod1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9/{ID}\n1:name=systemd:/kubepods/burstable/pod1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9/{ID}\n"
+        );
+        let (pod, container) = pod_and_container(&cgroup);
+        assert_eq!(pod.as_deref(), Some("1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"));
+        assert_eq!(container.as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn a_process_outside_pods_has_neither() {
+        assert_eq!(pod_and_container("0::/system.slice/kubelet.service\n"), (None, None));
+        // A slice that only looks like a pod's.
+        assert_eq!(pod_and_container("0::/user.slice/podcast-player.scope\n"), (None, None));
+    }
+
+    #[test]
+    fn one_client_is_one_caller_whatever_its_pid() {
+        let callers = Callers::default();
+        let peer = |pid| Peer { pid: Some(pid), uid: 0, gid: 0, exe: "/usr/bin/crictl".into(), ..Peer::default() };
+        callers.connected(peer(10)).called(CriVersion::V1alpha2);
+        callers.connected(peer(11)).called(CriVersion::V1alpha2);
+        callers.connected(peer(12)).called(CriVersion::V1);
+        let report = callers.report();
+        assert_eq!(report.len(), 1);
+        assert_eq!(report[0].pid, 12);
+        assert_eq!(report[0].calls, vec![("v1".to_string(), 1), ("v1alpha2".to_string(), 2)]);
+    }
+}

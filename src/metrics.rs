@@ -1,0 +1,389 @@
+//! Prometheus metrics (`metrics.listen`), in the OpenMetrics text format, on a unix socket or a
+//! loopback port; nothing listens unless configured. Counting costs a call a few hash lookups
+//! whether or not anything scrapes (the README gives the measured cost).
+//!
+//! Every label value comes from a bounded set: the CRI schema (service, method, field), the
+//! versions, the status codes, the configured endpoints, and executable names (callers are
+//! bounded by [`crate::callers::MAX_CALLERS`]). Nothing a caller sends becomes a label: an
+//! unknown path counts as `(unknown)`, an unknown field number as `Message.#unknown`.
+
+use crate::backend::Backend;
+use crate::callers::Callers;
+use crate::config::MetricsListen;
+use crate::grpc::Rpc;
+use crate::version::CriVersion;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::Code;
+
+/// The kubelet's buckets for `kubelet_runtime_operations_duration_seconds`: 5 ms × 2.5ⁿ, 14 of them.
+fn operation_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.5, 14))
+}
+
+/// Conversion takes microseconds (a 1,000-container list: milliseconds): 1 µs × 4ⁿ, 12 of them.
+fn conversion_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1e-6, 4.0, 12))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    service: &'static str,
+    method: &'static str,
+    frontend_version: &'static str,
+    backend_version: &'static str,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    service: &'static str,
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LossLabels {
+    field: String,
+    action: &'static str,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabels {
+    endpoint: String,
+    version: String,
+    revision: String,
+    runtime_name: String,
+    runtime_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallerLabels {
+    version: &'static str,
+    client: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Which half of a call a conversion or a loss belongs to.
+#[derive(Clone, Copy, Debug)]
+pub enum Direction {
+    Request,
+    Response,
+}
+
+impl Direction {
+    fn label(self) -> &'static str {
+        match self {
+            Direction::Request => "request",
+            Direction::Response => "response",
+        }
+    }
+}
+
+pub struct Metrics {
+    registry: Registry,
+    operations: Family<OperationLabels, Counter>,
+    durations: HistogramFamily<MethodLabels>,
+    conversions: HistogramFamily<DirectionLabels>,
+    losses: Family<LossLabels, Counter>,
+    inflight: Gauge,
+    // Read from the backends and callers when scraped.
+    backend_info: Family<BackendLabels, Gauge>,
+    backend_up: Family<EndpointLabels, Gauge>,
+    reconnects: Family<EndpointLabels, Counter>,
+    callers: Family<CallerLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("cri_bridge");
+        let operations = Family::default();
+        registry.register("operations", "CRI calls answered, by RPC, versions and status code", operations.clone());
+        let durations: HistogramFamily<MethodLabels> = Family::new_with_constructor(operation_buckets);
+        registry.register(
+            "operation_duration_seconds",
+            "Time from a call's arrival to its answer's end (the kubelet's buckets)",
+            durations.clone(),
+        );
+        let conversions: HistogramFamily<DirectionLabels> = Family::new_with_constructor(conversion_buckets);
+        registry.register(
+            "conversion_duration_seconds",
+            "Time spent converting one message between CRI versions",
+            conversions.clone(),
+        );
+        let losses = Family::default();
+        registry.register(
+            "losses",
+            "Fields a conversion could not carry, by field and the loss policy's action (answers: counted as field=\"*\")",
+            losses.clone(),
+        );
+        let inflight = Gauge::default();
+        registry.register("inflight_calls", "Calls being served now", inflight.clone());
+        let backend_info = Family::default();
+        registry.register(
+            "backend_info",
+            "The container runtime behind each endpoint, as last probed",
+            backend_info.clone(),
+        );
+        let backend_up = Family::default();
+        registry.register(
+            "backend_up",
+            "1 when the runtime answered its last probe or call, else 0",
+            backend_up.clone(),
+        );
+        let reconnects = Family::default();
+        registry.register("backend_reconnects", "Connections made to the runtime after the first", reconnects.clone());
+        let callers = Family::default();
+        registry.register(
+            "callers",
+            "Callers (executable, uid, pod) that used each CRI version since start",
+            callers.clone(),
+        );
+        Metrics {
+            registry,
+            operations,
+            durations,
+            conversions,
+            losses,
+            inflight,
+            backend_info,
+            backend_up,
+            reconnects,
+            callers,
+        }
+    }
+
+    /// Counts one answered call. `rpc` is `None` for a path that is not a CRI method.
+    pub fn answered(&self, rpc: Option<Rpc>, backend: Option<CriVersion>, code: Code, elapsed: Duration) {
+        let (service, method, frontend) = match rpc {
+            Some(rpc) => (rpc.info.service, rpc.info.method, rpc.version.as_str()),
+            None => ("(unknown)", "(unknown)", "(unknown)"),
+        };
+        let backend_version = backend.map_or("none", CriVersion::as_str);
+        let labels =
+            OperationLabels { service, method, frontend_version: frontend, backend_version, code: code_name(code) };
+        self.operations.get_or_create(&labels).inc();
+        self.durations.get_or_create(&MethodLabels { service, method }).observe(elapsed.as_secs_f64());
+    }
+
+    pub fn converted(&self, direction: Direction, elapsed: Duration) {
+        self.conversions
+            .get_or_create(&DirectionLabels { direction: direction.label() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts `count` losses of `field` (`Message.field`, `Message.#N`, or `*` for answers).
+    pub fn lost(&self, field: &str, action: crate::convert::policy::Action, direction: Direction, count: u64) {
+        use crate::convert::policy::Action;
+        let field = match field.split_once(".#") {
+            Some((message, _)) => format!("{message}.#unknown"),
+            None => field.to_string(),
+        };
+        let action = match action {
+            Action::Reject => "reject",
+            Action::Warn => "warn",
+            Action::Allow => "allow",
+        };
+        self.losses.get_or_create(&LossLabels { field, action, direction: direction.label() }).inc_by(count);
+    }
+
+    /// Marks a call in flight until the guard is dropped (also when its task is aborted).
+    pub fn in_flight(self: &Arc<Self>) -> InFlight {
+        self.inflight.inc();
+        InFlight(self.clone())
+    }
+
+    /// The text a scrape answers: the counters, and the backends and callers as they are now.
+    pub fn render(&self, backends: &[Arc<Backend>], callers: &Callers) -> String {
+        self.backend_info.clear();
+        for backend in backends {
+            let endpoint = EndpointLabels { endpoint: backend.endpoint.clone() };
+            let health = backend.health();
+            self.backend_up.get_or_create(&endpoint).set(i64::from(health.up));
+            let reconnects = self.reconnects.get_or_create(&endpoint);
+            let made = backend.upstream().connections().saturating_sub(1);
+            reconnects.inc_by(made.saturating_sub(reconnects.get()));
+            if let Some(found) = backend.discovered() {
+                let runtime = &found.profile.runtime;
+                self.backend_info
+                    .get_or_create(&BackendLabels {
+                        endpoint: backend.endpoint.clone(),
+                        version: found.version.as_str().to_string(),
+                        revision: format!("1.{}", runtime.minor),
+                        runtime_name: runtime.runtime_name.clone(),
+                        runtime_version: runtime.runtime_version.clone(),
+                    })
+                    .set(1);
+            }
+        }
+        let mut counted: HashMap<CallerLabels, i64> = HashMap::new();
+        for caller in callers.report() {
+            for (version, _) in &caller.calls {
+                let version = version.parse::<CriVersion>().map_or("?", CriVersion::as_str);
+                *counted.entry(CallerLabels { version, client: caller.client.clone() }).or_default() += 1;
+            }
+        }
+        self.callers.clear();
+        for (labels, count) in counted {
+            self.callers.get_or_create(&labels).set(count);
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}
+
+/// A call in flight (see [`Metrics::in_flight`]).
+pub struct InFlight(Arc<Metrics>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.inflight.dec();
+    }
+}
+
+/// The canonical name of a gRPC status code, as in the gRPC specification.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// What the metrics endpoint needs to answer a scrape.
+#[derive(Clone)]
+pub struct Scrape {
+    pub metrics: Arc<Metrics>,
+    pub backends: Vec<Arc<Backend>>,
+    pub callers: Arc<Callers>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("metrics.listen {listen}: {source}")]
+    Bind { listen: MetricsListen, source: std::io::Error },
+}
+
+/// A bound metrics endpoint; [`Endpoint::serve`] answers scrapes until shutdown.
+pub enum Endpoint {
+    Unix(tokio::net::UnixListener, crate::frontend::SocketFile),
+    Tcp(tokio::net::TcpListener),
+}
+
+impl Endpoint {
+    /// Binds `listen` (a unix socket: mode 0600, the parent directory made, a stale file
+    /// replaced, a live one refused, as for the CRI socket).
+    pub async fn bind(listen: &MetricsListen) -> Result<Endpoint, MetricsError> {
+        let failed = |source| MetricsError::Bind { listen: listen.clone(), source };
+        match listen {
+            MetricsListen::Unix(path) => {
+                let (listener, file) = crate::frontend::bind(path, 0o600, None)
+                    .await
+                    .map_err(|e| failed(std::io::Error::other(e.to_string())))?;
+                Ok(Endpoint::Unix(listener, file))
+            }
+            MetricsListen::Tcp(address) => {
+                Ok(Endpoint::Tcp(tokio::net::TcpListener::bind(address).await.map_err(failed)?))
+            }
+        }
+    }
+
+    pub async fn serve(self, scrape: Scrape, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let scrape = scrape.clone();
+            tokio::select! {
+                accepted = accept(&self) => match accepted {
+                    Ok(io) => { tokio::spawn(answer_scrapes(io, scrape)); }
+                    Err(error) => {
+                        tracing::warn!(%error, "accepting a metrics connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                () = &mut shutdown => break,
+            }
+        }
+        if let Endpoint::Unix(_, file) = self {
+            file.remove_if_ours();
+        }
+    }
+}
+
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+async fn accept(endpoint: &Endpoint) -> std::io::Result<Box<dyn Io>> {
+    Ok(match endpoint {
+        Endpoint::Unix(listener, _) => Box::new(listener.accept().await?.0),
+        Endpoint::Tcp(listener) => Box::new(listener.accept().await?.0),
+    })
+}
+
+/// HTTP/1.1 on one connection: `GET /metrics` answers the scrape, anything else 404.
+async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape) {
+    use http_body_util::Full;
+    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        let scrape = scrape.clone();
+        async move {
+            let response = if request.uri().path() == "/metrics" {
+                let text = scrape.metrics.render(&scrape.backends, &scrape.callers);
+                http::Response::builder()
+                    .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+                    .body(Full::new(bytes::Bytes::from(text)))
+            } else {
+                http::Response::builder()
+                    .status(http::StatusCode::NOT_FOUND)
+                    .body(Full::new(bytes::Bytes::from_static(b"cri-bridge serves /metrics\n")))
+            };
+            Ok::<_, std::convert::Infallible>(response.expect("a valid response"))
+        }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .await;
+    if let Err(error) = served {
+        tracing::debug!(%error, "metrics connection ended with an error");
+    }
+}
