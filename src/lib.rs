@@ -17,7 +17,8 @@
 //! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
 //!   the features it reports.
 //! - [`forward`]: the one forwarding path: what each call does (passthrough or convert, unary
-//!   and streaming), decided per RPC and backend version at start.
+//!   and streaming), decided per RPC and backend version at start; and cri-bridge's own
+//!   questions on the same socket (`probe`'s status, the callers report).
 //! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, the one shared
 //!   connection to the runtime, the answer relayed frame by frame.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).

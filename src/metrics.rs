@@ -290,6 +290,9 @@ pub fn code_name(code: Code) -> &'static str {
     }
 }
 
+/// Metrics connections open at once, at most; more are closed at once (a scraper needs one).
+pub const MAX_SCRAPERS: usize = 16;
+
 /// What the metrics endpoint needs to answer a scrape.
 #[derive(Clone)]
 pub struct Scrape {
@@ -330,11 +333,20 @@ impl Endpoint {
 
     pub async fn serve(self, scrape: Scrape, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let room = Arc::new(tokio::sync::Semaphore::new(MAX_SCRAPERS));
         loop {
             let scrape = scrape.clone();
             tokio::select! {
                 accepted = accept(&self) => match accepted {
-                    Ok(io) => { tokio::spawn(answer_scrapes(io, scrape)); }
+                    Ok(io) => match room.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            tokio::spawn(async move {
+                                answer_scrapes(io, scrape).await;
+                                drop(permit);
+                            });
+                        }
+                        Err(_) => tracing::debug!("{MAX_SCRAPERS} metrics connections are open: closing a new one"),
+                    },
                     Err(error) => {
                         tracing::warn!(%error, "accepting a metrics connection failed");
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -381,6 +393,8 @@ async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape) {
     let served = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10))
+        // One scrape per connection is what Prometheus needs; a held connection holds a slot.
+        .keep_alive(false)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
         .await;
     if let Err(error) = served {

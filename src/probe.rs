@@ -82,8 +82,11 @@ pub async fn ask_bridge<T: serde::de::DeserializeOwned>(socket: &Path, path: &st
 pub async fn probe(socket: &Path) -> Result<Probed, Error> {
     match ask_bridge::<BridgeStatus>(socket, STATUS_PATH).await? {
         None => probe_runtime(socket).await.map(Probed::Runtime),
-        Some(status) => {
+        Some(first) => {
             let through = probe_runtime(socket).await.map_err(|e| e.to_string());
+            // Asked again: the calls just made through it have reached the runtime (or failed
+            // to), so the bridge's view of it is as fresh as the report beside it.
+            let status = ask_bridge::<BridgeStatus>(socket, STATUS_PATH).await?.unwrap_or(first);
             Ok(Probed::Bridge { socket: format!("unix://{}", socket.display()), status, through })
         }
     }
