@@ -102,7 +102,7 @@ impl Live {
 }
 
 /// Reloads on every `SIGHUP` until the task is dropped, telling systemd around each.
-pub async fn on_sighup(mut live: Live, reloader: Reloader, status: String) {
+pub async fn on_sighup(mut live: Live, reloader: Reloader, status: Arc<dyn Fn() -> String + Send + Sync>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,
@@ -129,6 +129,6 @@ pub async fn on_sighup(mut live: Live, reloader: Reloader, status: String) {
             }
             Err(error) => tracing::error!(%error, "config reload refused; the running config is kept"),
         }
-        crate::systemd::notify(&format!("READY=1\nSTATUS={status}"));
+        crate::systemd::notify(&format!("READY=1\nSTATUS={}", status()));
     }
 }

@@ -112,11 +112,11 @@ pub async fn run_on(
         Some(listen) => match crate::metrics::Endpoint::bind(listen).await {
             Ok(endpoint) => {
                 tracing::info!(listen = %listen, "serving Prometheus metrics");
-                let mut backends = vec![runtime.clone()];
-                if !Arc::ptr_eq(&runtime, &image) {
-                    backends.push(image.clone());
-                }
-                let scrape = Scrape { metrics: metrics.clone(), backends, callers: callers.clone() };
+                let scrape = Scrape {
+                    metrics: metrics.clone(),
+                    backends: backends_of(&runtime, &image),
+                    callers: callers.clone(),
+                };
                 Some(tokio::spawn(endpoint.serve(scrape, async {
                     let _ = metrics_stopped.await;
                 })))
@@ -162,22 +162,40 @@ pub async fn run_on(
             metrics.clone(),
             callers.clone(),
         ));
-        let watchdog = crate::systemd::watchdog_interval().map(|every| tokio::spawn(crate::systemd::watchdog(every)));
-        // The runtime may still be away: it is found in the background, and calls meanwhile are
-        // answered UNAVAILABLE naming it.
-        let status = format!("serving CRI {} on {} for {}", versions.join(","), listen.display(), config.backend);
-        crate::systemd::notify(&format!("READY=1\nSTATUS={status}"));
+        // The runtime may still be away: it is found in the background, calls meanwhile are
+        // answered UNAVAILABLE naming it, and systemd's status says so until it answers.
+        let status: Arc<dyn Fn() -> String + Send + Sync> = {
+            let served = format!("serving CRI {} on {}", versions.join(","), listen.display());
+            let backends = backends_of(&runtime, &image);
+            Arc::new(move || {
+                let each: Vec<String> = backends.iter().map(|b| describe_backend(b)).collect();
+                format!("{served}; {}", each.join("; "))
+            })
+        };
+        crate::systemd::notify(&format!("READY=1\nSTATUS={}", status()));
+        let (heartbeat, heartbeats) = tokio::sync::mpsc::channel(1);
+        let supervisor = std::env::var_os("NOTIFY_SOCKET").map(|_| {
+            let watchdog = crate::systemd::watchdog_interval();
+            let watchers: Vec<_> = watchers.iter().map(|w| w.abort_handle()).collect();
+            let healthy = move || match watchers.iter().any(|w| w.is_finished()) {
+                true => Err("a backend watcher has stopped".to_string()),
+                false => Ok(()),
+            };
+            let status = status.clone();
+            let every = watchdog.unwrap_or(STATUS_EVERY);
+            tokio::spawn(crate::systemd::supervise(every, watchdog.is_some(), heartbeat, healthy, move || status()))
+        });
         let reloads = reloader.map(|reloader| {
             let live =
                 Live { config: config.clone(), policy: policy.clone(), runtime: runtime.clone(), image: image.clone() };
-            tokio::spawn(crate::reload::on_sighup(live, reloader, status))
+            tokio::spawn(crate::reload::on_sighup(live, reloader, status.clone()))
         });
         let shutdown = async {
             shutdown.await;
             crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
         };
-        let served = crate::relay::serve(listener, forwarder, shutdown).await;
-        for task in [watchdog, reloads].into_iter().flatten() {
+        let served = crate::relay::serve(listener, forwarder, heartbeats, shutdown).await;
+        for task in [supervisor, reloads].into_iter().flatten() {
             task.abort();
         }
         if let Some(file) = socket_file {
@@ -201,6 +219,38 @@ pub async fn run_on(
     stop_watchers(watchers, memory).await;
     tracing::info!("stopped");
     result
+}
+
+/// How often systemd's `STATUS=` is brought up to date when there is no watchdog to ping.
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The runtime's backend, then the image endpoint's when it is separate.
+fn backends_of(runtime: &Arc<Backend>, image: &Arc<Backend>) -> Vec<Arc<Backend>> {
+    let mut backends = vec![runtime.clone()];
+    if !Arc::ptr_eq(runtime, image) {
+        backends.push(image.clone());
+    }
+    backends
+}
+
+/// One backend as systemd's status shows it.
+fn describe_backend(backend: &Backend) -> String {
+    let health = backend.health();
+    match (health.up, backend.discovered()) {
+        (true, Some(found)) => {
+            let runtime = &found.profile.runtime;
+            format!(
+                "runtime {} up: CRI {}, {} {}",
+                backend.endpoint, found.version, runtime.runtime_name, runtime.runtime_version
+            )
+        }
+        (true, None) => format!("runtime {} up", backend.endpoint),
+        (false, _) => format!(
+            "runtime {} not answering (since {})",
+            backend.endpoint,
+            humantime::format_rfc3339_seconds(health.since)
+        ),
+    }
 }
 
 async fn stop_watchers(watchers: Vec<tokio::task::JoinHandle<()>>, memory: Option<MemoryBackend>) {

@@ -1,6 +1,8 @@
 //! systemd: the listening socket it may pass (socket activation, `LISTEN_FDS`), and how the
 //! daemon is doing (`sd_notify`, for `Type=notify` units): `READY=1` once the socket is served,
-//! `WATCHDOG=1` at half the unit's `WatchdogSec=`, `STOPPING=1` when shutdown begins. Without
+//! `WATCHDOG=1` at half the unit's `WatchdogSec=` while the accept loop and the backend's
+//! watchers run, `STATUS=` as the runtime comes and goes, `RELOADING=1` around a reload (see
+//! [`crate::reload`]), `STOPPING=1` when shutdown begins. Without
 //! `NOTIFY_SOCKET` (not started by systemd) every notification does nothing.
 //!
 //! The protocol is one datagram per message to the unix socket `NOTIFY_SOCKET` names (a path,
@@ -61,13 +63,45 @@ pub fn watchdog_interval() -> Option<Duration> {
     (usec > 0).then(|| Duration::from_micros(usec / 2))
 }
 
-/// Sends `WATCHDOG=1` every `interval`, for as long as the runtime it runs on is alive: a
-/// blocked event loop (the one thread every call runs on) stops the pings, and systemd restarts
-/// the daemon.
-pub async fn watchdog(interval: Duration) {
-    let mut ticks = tokio::time::interval(interval);
+/// A question the accept loop answers whenever it turns: the watchdog's proof that it runs.
+pub type Heartbeat = tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>;
+
+/// What the daemon tells systemd while it serves, every `every`: `WATCHDOG=1` (when `ping`)
+/// if the accept loop answers `accept_loop` within the period and `healthy` says the backend's
+/// watchers run; and `STATUS=` whenever `status` changes (the runtime found, lost, found again).
+/// A blocked event loop, a wedged accept loop or a dead watcher stops the pings, and systemd
+/// restarts the daemon; a runtime that is merely away does not (it is the runtime's to restart).
+pub async fn supervise(
+    every: Duration,
+    ping: bool,
+    accept_loop: Heartbeat,
+    healthy: impl Fn() -> Result<(), String>,
+    status: impl Fn() -> String,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut told = String::new();
     loop {
         ticks.tick().await;
-        notify("WATCHDOG=1");
+        // The accept loop has ended: shutdown has begun, and STOPPING=1 was said.
+        if accept_loop.is_closed() {
+            return;
+        }
+        let now = status();
+        if now != told {
+            notify(&format!("STATUS={now}"));
+            told = now;
+        }
+        if !ping {
+            continue;
+        }
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        let turning = accept_loop.try_send(reply).is_ok()
+            && tokio::time::timeout(every, answered).await.is_ok_and(|answer| answer.is_ok());
+        match (turning, healthy()) {
+            (true, Ok(())) => notify("WATCHDOG=1"),
+            (false, _) => tracing::error!("the accept loop did not answer within {every:?}: not pinging the watchdog"),
+            (true, Err(why)) => tracing::error!("{why}: not pinging the watchdog"),
+        }
     }
 }

@@ -472,3 +472,38 @@ fn metrics_listen_takes_a_socket_path_or_a_loopback_port_only() {
     assert!(error.contains("metrics.listen") && error.contains("CRI socket"), "{error}");
     assert_eq!(Config::parse("").unwrap().metrics_listen, None, "nothing listens by default");
 }
+
+#[tokio::test]
+async fn systemd_status_says_the_runtime_is_away_until_it_answers() {
+    let dir = TempDir::new("ops-status");
+    let socket = dir.path("bridge.sock");
+    let runtime_socket = dir.path("runtime.sock");
+    let notify = tokio::net::UnixDatagram::bind(dir.path("notify.sock")).unwrap();
+    let _bridge = Reaped(
+        Command::new(BIN)
+            .args(["serve", "--listen"])
+            .arg(&socket)
+            .arg("--backend")
+            .arg(format!("unix://{}", runtime_socket.display()))
+            .env("NOTIFY_SOCKET", dir.path("notify.sock"))
+            .env("WATCHDOG_USEC", "400000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Ready as soon as the socket is served, saying the runtime is not there yet.
+    let seen = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
+    let ready = seen.last().cloned().unwrap_or_default();
+    assert!(ready.starts_with("READY=1\nSTATUS=serving CRI v1,v1alpha2,v1alpha1 on "), "{seen:?}");
+    assert!(ready.contains(&format!("runtime unix://{} not answering", runtime_socket.display())), "{ready}");
+    // Pings go on while the runtime is away: it is not cri-bridge that is broken.
+    let seen = notifications_until(&notify, |m| m == "WATCHDOG=1").await;
+    assert_eq!(seen.last().map(String::as_str), Some("WATCHDOG=1"), "{seen:?}");
+
+    let runtime = Runtime::start(&runtime_socket, &[CriVersion::V1alpha2]).await;
+    let seen = notifications_until(&notify, |m| m.starts_with("STATUS=") && m.contains(" up: CRI v1alpha2")).await;
+    let found = seen.last().cloned().unwrap_or_default();
+    assert!(found.contains("up: CRI v1alpha2, cri-bridge-memory"), "the status follows the runtime: {seen:?}");
+    runtime.stop().await;
+}

@@ -20,12 +20,14 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
 /// sends them at once).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `forwarder` on `listener` until `shutdown` completes, then tells every client to go
+/// Serves `forwarder` on `listener` (answering each of `heartbeats` as it turns) until
+/// `shutdown` completes, then tells every client to go
 /// away (HTTP/2 GOAWAY) and lets calls in flight finish for up to [`DRAIN_TIMEOUT`]; a client
 /// that holds its connection longer is cut off.
 pub async fn serve(
     listener: UnixListener,
     forwarder: Arc<Forwarder>,
+    mut heartbeats: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
@@ -45,6 +47,10 @@ pub async fn serve(
             },
             // Reap connections that ended, so the set holds only live ones.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            // The watchdog asks whether this loop still turns (see `systemd::supervise`).
+            Some(reply) = heartbeats.recv() => {
+                let _ = reply.send(());
+            }
             () = &mut shutdown => break,
         }
     }
