@@ -41,6 +41,21 @@ struct File {
     log: LogFile,
     #[serde(default)]
     metrics: MetricsFile,
+    #[serde(default)]
+    limits: LimitsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    connections: Option<usize>,
+    connections_per_uid: Option<usize>,
+    streams_per_connection: Option<u32>,
+    idle_timeout_seconds: Option<u64>,
+    keepalive_seconds: Option<u64>,
+    keepalive_timeout_seconds: Option<u64>,
+    request_timeout_seconds: Option<u64>,
+    resets_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +130,79 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+/// What one client may hold and do (`limits.*`): bounds against a misbehaving or hostile
+/// caller on a root-equivalent socket, set well above what a kubelet needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Client connections open at once, in all.
+    pub connections: usize,
+    /// Client connections open at once from one uid (`SO_PEERCRED`).
+    pub connections_per_uid: usize,
+    /// Calls open at once on one connection (HTTP/2 `MAX_CONCURRENT_STREAMS`).
+    pub streams_per_connection: u32,
+    /// A connection with no call open for this long is told to go away (GOAWAY).
+    pub idle_timeout: std::time::Duration,
+    /// An HTTP/2 PING is sent this often; a peer that does not answer within
+    /// `keepalive_timeout` is disconnected.
+    pub keepalive: std::time::Duration,
+    pub keepalive_timeout: std::time::Duration,
+    /// A request's message must have arrived within this long (a client trickling it is cut off).
+    pub request_timeout: std::time::Duration,
+    /// Calls a connection's client may cancel (RST_STREAM) per minute before it is cut off.
+    pub resets_per_minute: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        use std::time::Duration;
+        Limits {
+            connections: 1024,
+            connections_per_uid: 256,
+            streams_per_connection: 1024,
+            idle_timeout: Duration::from_secs(600),
+            keepalive: Duration::from_secs(60),
+            keepalive_timeout: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(30),
+            resets_per_minute: 6000,
+        }
+    }
+}
+
+impl Limits {
+    fn read(file: LimitsFile) -> Result<Limits, ConfigError> {
+        let mut limits = Limits::default();
+        let at_least_one = |key: &'static str, value: u64| {
+            if value == 0 {
+                Err(invalid(key, "must be at least 1"))
+            } else {
+                Ok(value)
+            }
+        };
+        let seconds = |key, value: Option<u64>, default: std::time::Duration| {
+            value.map_or(Ok(default), |v| at_least_one(key, v).map(std::time::Duration::from_secs))
+        };
+        if let Some(n) = file.connections {
+            limits.connections = at_least_one("limits.connections", n as u64)? as usize;
+        }
+        if let Some(n) = file.connections_per_uid {
+            limits.connections_per_uid = at_least_one("limits.connections_per_uid", n as u64)? as usize;
+        }
+        if let Some(n) = file.streams_per_connection {
+            limits.streams_per_connection = at_least_one("limits.streams_per_connection", u64::from(n))? as u32;
+        }
+        if let Some(n) = file.resets_per_minute {
+            limits.resets_per_minute = at_least_one("limits.resets_per_minute", u64::from(n))? as u32;
+        }
+        limits.idle_timeout = seconds("limits.idle_timeout_seconds", file.idle_timeout_seconds, limits.idle_timeout)?;
+        limits.keepalive = seconds("limits.keepalive_seconds", file.keepalive_seconds, limits.keepalive)?;
+        limits.keepalive_timeout =
+            seconds("limits.keepalive_timeout_seconds", file.keepalive_timeout_seconds, limits.keepalive_timeout)?;
+        limits.request_timeout =
+            seconds("limits.request_timeout_seconds", file.request_timeout_seconds, limits.request_timeout)?;
+        Ok(limits)
+    }
+}
+
 /// Where the Prometheus endpoint listens (`metrics.listen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetricsListen {
@@ -184,6 +272,7 @@ pub struct Config {
     pub log_format: LogFormat,
     /// `metrics.listen`: `None` serves no metrics.
     pub metrics_listen: Option<MetricsListen>,
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -203,6 +292,7 @@ impl Default for Config {
             log_level: "info".to_string(),
             log_format: LogFormat::Text,
             metrics_listen: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -282,6 +372,7 @@ impl Config {
             };
         }
         config.metrics_listen = file.metrics.listen.as_deref().map(MetricsListen::parse).transpose()?;
+        config.limits = Limits::read(file.limits)?;
         config.validate()?;
         Ok(config)
     }
@@ -337,6 +428,15 @@ impl Config {
                     ),
                 ));
             }
+        }
+        if self.limits.connections_per_uid > self.limits.connections {
+            return Err(invalid(
+                "limits.connections_per_uid",
+                format!(
+                    "{} is more than limits.connections ({})",
+                    self.limits.connections_per_uid, self.limits.connections
+                ),
+            ));
         }
         if let Some(MetricsListen::Unix(path)) = &self.metrics_listen {
             let taken =

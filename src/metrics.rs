@@ -76,6 +76,11 @@ struct EndpointLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallerLabels {
     version: &'static str,
     client: String,
@@ -106,6 +111,7 @@ pub struct Metrics {
     conversions: HistogramFamily<DirectionLabels>,
     losses: Family<LossLabels, Counter>,
     inflight: Gauge,
+    refused: Family<LimitLabels, Counter>,
     // Read from the backends and callers when scraped.
     backend_info: Family<BackendLabels, Gauge>,
     backend_up: Family<EndpointLabels, Gauge>,
@@ -144,6 +150,12 @@ impl Metrics {
         );
         let inflight = Gauge::default();
         registry.register("inflight_calls", "Calls being served now", inflight.clone());
+        let refused = Family::default();
+        registry.register(
+            "connections_refused",
+            "Client connections closed at once because a limit was reached (limits.*)",
+            refused.clone(),
+        );
         let backend_info = Family::default();
         registry.register(
             "backend_info",
@@ -171,6 +183,7 @@ impl Metrics {
             conversions,
             losses,
             inflight,
+            refused,
             backend_info,
             backend_up,
             reconnects,
@@ -210,6 +223,11 @@ impl Metrics {
             Action::Allow => "allow",
         };
         self.losses.get_or_create(&LossLabels { field, action, direction: direction.label() }).inc_by(count);
+    }
+
+    /// Counts a connection refused by `limit` (`limits.connections`, …).
+    pub fn refused_connection(&self, limit: &'static str) {
+        self.refused.get_or_create(&LimitLabels { limit }).inc();
     }
 
     /// Marks a call in flight until the guard is dropped (also when its task is aborted).

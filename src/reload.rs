@@ -95,6 +95,7 @@ impl Live {
             ("max_message_size", new.max_message_size != old.max_message_size),
             ("log.format", new.log_format != old.log_format),
             ("metrics.listen", new.metrics_listen != old.metrics_listen),
+            ("limits", new.limits != old.limits),
         ];
         applied.need_restart.extend(restart_only.into_iter().filter(|(_, differs)| *differs).map(|(key, _)| key));
         applied

@@ -157,8 +157,7 @@ pub async fn run_on(
             runtime.clone(),
             image.clone(),
             policy.clone(),
-            &config.versions,
-            config.max_message_size,
+            &config,
             metrics.clone(),
             callers.clone(),
         ));
@@ -194,7 +193,7 @@ pub async fn run_on(
             shutdown.await;
             crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
         };
-        let served = crate::relay::serve(listener, forwarder, heartbeats, shutdown).await;
+        let served = crate::relay::serve(listener, forwarder, config.limits, heartbeats, shutdown).await;
         for task in [supervisor, reloads].into_iter().flatten() {
             task.abort();
         }

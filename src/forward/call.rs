@@ -23,6 +23,8 @@ enum Failure {
     Status(Status),
     /// The caller went away: there is no one to answer.
     Gone,
+    /// The runtime reset its stream, and the caller's was reset the same way.
+    Reset,
 }
 
 impl From<Status> for Failure {
@@ -51,12 +53,13 @@ const NOT_FORWARDED: [&str; 7] =
 
 impl Forwarder {
     /// Serves one stream of a client connection to its end, counting it (metrics, `caller`).
+    /// True when the caller cancelled the call (reset its stream) before the answer's end.
     pub async fn serve_call(
         self: Arc<Self>,
         caller: Arc<Caller>,
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
-    ) {
+    ) -> bool {
         let started = Instant::now();
         let _in_flight = self.metrics.in_flight();
         let mut answer = Answer::new(respond);
@@ -67,12 +70,12 @@ impl Forwarder {
                 if answer.unless_gone(read_request_body(body, CONTROL_REQUEST_LIMIT)).await.is_ok() {
                     answer_control(&mut answer, json).await;
                 }
-                return;
+                return false;
             }
             let status = Status::unimplemented(format!("unknown service or method {}", head.uri.path()));
             answer.status(&status);
             self.metrics.answered(None, None, status.code(), started.elapsed());
-            return;
+            return false;
         };
         let rpc = method.rpc;
         caller.called(rpc.version);
@@ -86,22 +89,27 @@ impl Forwarder {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,
         };
-        let code = match outcome {
+        let (code, cancelled) = match outcome {
             Ok(code) => {
                 tracing::debug!(rpc = %rpc.path(), ?code, "answered");
-                code
+                (code, false)
             }
             Err(Failure::Status(status)) => {
                 tracing::debug!(rpc = %rpc.path(), code = ?status.code(), message = status.message(), "answered");
                 answer.status(&status);
-                status.code()
+                (status.code(), false)
             }
             Err(Failure::Gone) => {
                 tracing::debug!(rpc = %rpc.path(), "the caller went away");
-                Code::Cancelled
+                (Code::Cancelled, true)
+            }
+            Err(Failure::Reset) => {
+                tracing::debug!(rpc = %rpc.path(), "the runtime reset the call");
+                (Code::Cancelled, false)
             }
         };
         self.metrics.answered(Some(rpc), backend_version, code, started.elapsed());
+        cancelled
     }
 
     /// Sends the request (converted, or as it came) and relays the answer. A call answered
@@ -119,7 +127,19 @@ impl Forwarder {
         backend_version: &mut Option<CriVersion>,
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
-        let frame = answer.unless_gone(read_request(rpc, body, self.max_message_size)).await??;
+        // A client that trickles its request is cut off; every real client sends it at once.
+        let read = tokio::time::timeout(self.request_timeout, read_request(rpc, body, self.max_message_size));
+        let frame = match answer.unless_gone(read).await? {
+            Ok(frame) => frame?,
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "the {} request did not arrive within {:?} (limits.request_timeout_seconds)",
+                    rpc.name(),
+                    self.request_timeout
+                ))
+                .into())
+            }
+        };
         let message = frame.slice(PREFIX_LEN..);
         let backend = self.backend_for(rpc);
         let mut metadata = headers;
@@ -260,7 +280,7 @@ impl Forwarder {
         if let (Some(reason), true, false) = (error.reason(), error.is_reset() && error.is_remote(), error.is_go_away())
         {
             answer.reset(reason);
-            return Failure::Gone;
+            return Failure::Reset;
         }
         backend.lost();
         Error::Unreachable { endpoint: backend.endpoint.clone(), detail: error.to_string() }.into()
@@ -293,18 +313,22 @@ fn grpc_code(headers: &HeaderMap) -> Option<Code> {
 /// Gathers the request's one message (with its prefix). A message that arrives in one DATA frame,
 /// as every client sends a CRI request, is taken without a copy. Nothing past the one message
 /// is held: more bytes end the call at once.
-async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<Bytes, Status> {
+async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<Bytes, Failure> {
     let what = || format!("the {} request", rpc.name());
     let mut first: Option<Bytes> = None;
     let mut gathered = BytesMut::new();
     let mut meter = Meter::default();
     while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|error| Status::cancelled(format!("{}: {error}", what())))?;
+        let chunk = chunk.map_err(|error| match error.is_reset() && error.is_remote() {
+            // The caller cancelled the call: there is no one to tell.
+            true => Failure::Gone,
+            false => Status::cancelled(format!("{}: {error}", what())).into(),
+        })?;
         let _ = body.flow_control().release_capacity(chunk.len());
         meter.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
         // A second message's prefix: the request is over before it is all read.
         if meter.messages() > 1 {
-            return Err(Status::internal(format!("{}: more than one message in a unary request", what())));
+            return Err(Status::internal(format!("{}: more than one message in a unary request", what())).into());
         }
         if first.is_none() && gathered.is_empty() {
             first = Some(chunk);
@@ -318,7 +342,7 @@ async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<By
     meter.finish().map_err(|error| error.into_status(&what()))?;
     let frame = first.unwrap_or_else(|| gathered.freeze());
     if frame.len() < PREFIX_LEN {
-        return Err(Status::internal(format!("{}: the body holds no message", what())));
+        return Err(Status::internal(format!("{}: the body holds no message", what())).into());
     }
     Ok(frame)
 }

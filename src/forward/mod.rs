@@ -15,6 +15,7 @@ pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
 
 use crate::backend::{Backend, Discovered};
 use crate::callers::Callers;
+use crate::config::Config;
 use crate::convert::policy::{LossPolicy, Side};
 use crate::convert::scan::{self, Limits};
 use crate::convert::{Cx, Route};
@@ -65,6 +66,8 @@ pub struct Forwarder {
     /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
     methods: HashMap<String, Method>,
     max_message_size: usize,
+    /// `limits.request_timeout_seconds`.
+    request_timeout: std::time::Duration,
     metrics: Arc<Metrics>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
     control: Control,
@@ -72,15 +75,16 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// `image` may be the same backend as `runtime` (no separate image endpoint).
+    /// Serves `config.versions`, within `config.max_message_size` and `config.limits`.
     pub fn new(
         runtime: Arc<Backend>,
         image: Arc<Backend>,
         policy: Arc<LossPolicy>,
-        served: &[CriVersion],
-        max_message_size: usize,
+        config: &Config,
         metrics: Arc<Metrics>,
         callers: Arc<Callers>,
     ) -> Forwarder {
+        let served = &config.versions;
         let mut methods = HashMap::new();
         for &frontend in served {
             let schema = frontend.schema();
@@ -91,7 +95,20 @@ impl Forwarder {
             }
         }
         let control = Control::new(runtime.clone(), image.clone(), served, callers);
-        Forwarder { runtime, image, policy, methods, max_message_size, metrics, control }
+        Forwarder {
+            runtime,
+            image,
+            policy,
+            methods,
+            max_message_size: config.max_message_size,
+            request_timeout: config.limits.request_timeout,
+            metrics,
+            control,
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Who has called, per connection.

@@ -2,7 +2,8 @@
 //! relay must do and little more.
 //!
 //! - [`serve`]: the listening socket's connections, HTTP/2 through the front door, each stream
-//!   a task; drain on shutdown.
+//!   a task, each connection watched (keepalive, idleness, reset floods); drain on shutdown.
+//! - [`admission`]: how many connections, in all and per uid.
 //! - [`upstream`]: the one HTTP/2 connection to the runtime that every call shares.
 //! - [`answer`]: the caller's side of one call, sent as the caller's flow control allows.
 //! - [`message`]: gRPC's length-prefixed messages: a request gathered, an answer metered or cut.
@@ -27,6 +28,7 @@
 //! thread gives up: a long conversion (a 1,000-container list, a few ms) holds the other calls
 //! for that long. `CRI_BRIDGE_WORKER_THREADS=N` (read by `main`) picks N workers instead.
 
+pub mod admission;
 pub mod answer;
 pub mod message;
 pub mod serve;

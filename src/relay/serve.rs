@@ -1,24 +1,34 @@
-//! The listening side: accepts connections, speaks HTTP/2 on each through the front door, and
-//! hands every stream to the forwarder as a task of its own; on shutdown, drains.
+//! The listening side: accepts connections (within the connection limits, see
+//! [`super::admission`]), speaks HTTP/2 on each through the front door, and hands every stream to
+//! the forwarder as a task of its own; on shutdown, drains.
+//!
+//! Each connection is watched: a PING every `limits.keepalive` that must be answered within
+//! `limits.keepalive_timeout` (a peer that stopped reading is cut off), GOAWAY after
+//! `limits.idle_timeout` with no call open, and GOAWAY `ENHANCE_YOUR_CALM` for a client that
+//! cancels more than `limits.resets_per_minute` calls (each cancelled call opened a stream to the
+//! runtime: a reset flood is work for both).
 
+use super::admission::Admission;
 use crate::callers::Peer;
+use crate::config::Limits;
 use crate::forward::Forwarder;
 use crate::front_door::{FrontDoor, MAX_HEADER_LIST_SIZE};
 use crate::grpc::DRAIN_TIMEOUT;
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
-
-/// Streams one client connection may have open at once. The kubelet has a few dozen at most
-/// (one per pod worker and probe); the bound keeps one client from holding unbounded state.
-pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+use tokio::time::Instant;
 
 /// How long a new connection may take to send the HTTP/2 preface and settings (every client
 /// sends them at once).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a connection's idleness is checked.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Serves `forwarder` on `listener` (answering each of `heartbeats` as it turns) until
 /// `shutdown` completes, then tells every client to go
@@ -27,17 +37,30 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(
     listener: UnixListener,
     forwarder: Arc<Forwarder>,
+    limits: Limits,
     mut heartbeats: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
+    let admission = Admission::new(limits.connections, limits.connections_per_uid);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection(stream, forwarder.clone(), stopping.clone()));
+                    // The uid alone first (one getsockopt): a refused peer costs no /proc read.
+                    let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
+                    match admission.admit(uid) {
+                        Ok(admitted) => {
+                            let watched = connection(stream, forwarder.clone(), limits, stopping.clone());
+                            connections.spawn(async move {
+                                watched.await;
+                                drop(admitted);
+                            });
+                        }
+                        Err(refused) => forwarder.metrics().refused_connection(refused.label()),
+                    }
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: pause rather than spin.
@@ -64,8 +87,23 @@ pub async fn serve(
     Ok(())
 }
 
+/// What a connection's calls report to it.
+#[derive(Default)]
+struct Calls {
+    open: AtomicUsize,
+    /// Calls the client cancelled in the current minute.
+    resets: AtomicU32,
+    /// Woken when `resets` passes the limit.
+    too_many_resets: Notify,
+}
+
 /// One client connection, until the client closes it, or it has drained after shutdown.
-async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping: watch::Receiver<bool>) {
+async fn connection(
+    stream: UnixStream,
+    forwarder: Arc<Forwarder>,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+) {
     // Who is at the other end: once per connection, so calls pay only a count.
     let caller = forwarder.callers().connected(Peer::of(&stream));
     let handshake = h2::server::Builder::new()
@@ -73,7 +111,7 @@ async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping:
         // caller's metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and
         // still bounds what one stream's header block can make us hold.
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_concurrent_streams(limits.streams_per_connection)
         .handshake::<_, bytes::Bytes>(FrontDoor::new(stream));
     // Finished even when shutdown begins meanwhile: the client may have sent its calls already,
     // and is told to go away (GOAWAY, below) rather than cut off with them unanswered.
@@ -88,12 +126,35 @@ async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping:
             return;
         }
     };
+    let calls = Arc::new(Calls::default());
+    let mut keepalive = connection.ping_pong().map(|pings| AbortOnDrop(tokio::spawn(keep_alive(pings, limits))));
+    let peer_gone = async {
+        match keepalive {
+            Some(AbortOnDrop(ref mut task)) => {
+                let _ = task.await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(peer_gone);
+    let mut checks = tokio::time::interval(CHECK_EVERY.min(limits.idle_timeout));
+    let mut idle_since = Instant::now();
+    let mut minute = Instant::now();
     let mut draining = false;
     loop {
         tokio::select! {
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    tokio::spawn(forwarder.clone().serve_call(caller.clone(), request, respond));
+                    idle_since = Instant::now();
+                    calls.open.fetch_add(1, Ordering::Relaxed);
+                    let (forwarder, caller, calls) = (forwarder.clone(), caller.clone(), calls.clone());
+                    tokio::spawn(async move {
+                        let _open = Open(&calls);
+                        let reset = forwarder.serve_call(caller, request, respond).await;
+                        if reset && calls.resets.fetch_add(1, Ordering::Relaxed) + 1 == limits.resets_per_minute {
+                            calls.too_many_resets.notify_one();
+                        }
+                    });
                 }
                 Some(Err(error)) => {
                     tracing::debug!(%error, "client connection ended with an error");
@@ -101,10 +162,66 @@ async fn connection(stream: UnixStream, forwarder: Arc<Forwarder>, mut stopping:
                 }
                 None => return,
             },
+            () = &mut peer_gone => {
+                tracing::debug!(
+                    "a client did not answer a PING within {:?} (limits.keepalive_timeout_seconds): closing",
+                    limits.keepalive_timeout
+                );
+                return;
+            }
+            () = calls.too_many_resets.notified() => {
+                tracing::warn!(
+                    "a client cancelled more than {} calls in a minute (limits.resets_per_minute): closing its connection",
+                    limits.resets_per_minute
+                );
+                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                draining = true;
+            }
+            _ = checks.tick() => {
+                if minute.elapsed() >= Duration::from_secs(60) {
+                    minute = Instant::now();
+                    calls.resets.store(0, Ordering::Relaxed);
+                }
+                if calls.open.load(Ordering::Relaxed) > 0 {
+                    idle_since = Instant::now();
+                } else if !draining && idle_since.elapsed() >= limits.idle_timeout {
+                    tracing::debug!("a connection idle for {:?} (limits.idle_timeout_seconds): GOAWAY", limits.idle_timeout);
+                    draining = true;
+                    connection.graceful_shutdown();
+                }
+            }
             _ = stopping.wait_for(|stop| *stop), if !draining => {
                 draining = true;
                 connection.graceful_shutdown();
             }
+        }
+    }
+}
+
+/// A call open on a connection, until dropped (also when its task is aborted).
+struct Open<'a>(&'a Calls);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// PINGs the client every `limits.keepalive`; returns when one goes unanswered.
+async fn keep_alive(mut pings: h2::PingPong, limits: Limits) {
+    loop {
+        tokio::time::sleep(limits.keepalive).await;
+        match tokio::time::timeout(limits.keepalive_timeout, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_pong)) => {}
+            _ => return,
         }
     }
 }

@@ -1,0 +1,392 @@
+//! Limits against abuse, each shown on the cri-bridge binary with a small `limits.*` in its
+//! config: what the abusive client gets, that a well-behaved client's calls meanwhile succeed
+//! within their deadlines, and that the daemon's open fds return to where they were (and its RSS
+//! stays near) once the abuse ends. Clients are bare `h2` clients or raw bytes, so the test
+//! controls every frame.
+
+mod common;
+
+#[path = "support/h2_frames.rs"]
+mod h2_frames;
+
+use bytes::Bytes;
+use common::process::{wait_for_listener, Reaped};
+use common::TempDir;
+use cri_bridge::api::v1;
+use prost::Message;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
+const VERSION: &str = "/runtime.v1.RuntimeService/Version";
+
+/// The binary serving the in-memory runtime on a socket anyone may use, with `limits` (YAML
+/// lines under `limits:`) and metrics on a socket of their own.
+struct Daemon {
+    child: Reaped,
+    socket: PathBuf,
+    metrics: PathBuf,
+    _dir: TempDir,
+}
+
+impl Daemon {
+    async fn start(name: &str, limits: &str) -> Daemon {
+        let dir = TempDir::new(name);
+        let socket = dir.path("bridge.sock");
+        let metrics = dir.path("metrics.sock");
+        let file = dir.path("config.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "listen:\n  path: {}\n  mode: \"0666\"\nmetrics:\n  listen: {}\nlimits:\n{limits}",
+                socket.display(),
+                metrics.display()
+            ),
+        )
+        .unwrap();
+        let mut child = Reaped(
+            Command::new(BIN)
+                .args(["serve", "--config"])
+                .arg(&file)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path("stderr.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for_listener(&mut child, &socket).await;
+        let daemon = Daemon { child, socket, metrics, _dir: dir };
+        // Once, so the runtime is found and the steady state is what the baselines see; the
+        // call's connection is closed by the time it returns, and gone from cri-bridge soon after.
+        daemon.well_behaved_call().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        daemon
+    }
+
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).unwrap().count()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// A v1 Version call on a connection of its own, closed after it, with a 2 s deadline: it
+    /// must succeed in time.
+    async fn well_behaved_call(&self) -> Duration {
+        let started = Instant::now();
+        let call = async {
+            let connection = connect(&self.socket).await;
+            let mut send = connection.send.ready().await.expect("a connection for the well-behaved call");
+            let mut head = request(VERSION);
+            head.headers_mut().insert("grpc-timeout", http::HeaderValue::from_static("2S"));
+            let (response, mut stream) = send.send_request(head, false).unwrap();
+            stream.send_data(version_body(), true).unwrap();
+            let (head, mut body) = response.await.expect("answered").into_parts();
+            assert_eq!(head.status, 200);
+            while let Some(chunk) = body.data().await {
+                chunk.expect("the answer's body");
+            }
+            let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+            assert_eq!(trailers.get("grpc-status").map(|v| v.as_bytes()), Some(&b"0"[..]), "{trailers:?}");
+            drop((send, stream, body));
+            let _ = connection.driver.await;
+        };
+        tokio::time::timeout(Duration::from_secs(2), call)
+            .await
+            .expect("the well-behaved call ends within its deadline");
+        started.elapsed()
+    }
+
+    /// Waits up to 5 s for the open fds to come back to `baseline`.
+    async fn fds_return_to(&self, baseline: usize) {
+        for _ in 0..250 {
+            if self.fds() <= baseline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("cri-bridge holds {} fds, {baseline} before the abuse", self.fds());
+    }
+
+    async fn scrape(&self) -> String {
+        let mut stream = tokio::net::UnixStream::connect(&self.metrics).await.unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.unwrap();
+        text
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path("stderr.log")).unwrap_or_default()
+    }
+}
+
+/// A bare HTTP/2 connection; `driver` ends when the connection does, with its error.
+struct Connection {
+    send: h2::client::SendRequest<Bytes>,
+    driver: tokio::task::JoinHandle<Result<(), h2::Error>>,
+}
+
+async fn connect(socket: &Path) -> Connection {
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (send, connection) = h2::client::handshake(stream).await.unwrap();
+    Connection { send, driver: tokio::spawn(connection) }
+}
+
+fn request(path: &str) -> http::Request<()> {
+    http::Request::post(format!("http://localhost{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+fn version_body() -> Bytes {
+    let message = v1::VersionRequest::default().encode_to_vec();
+    let mut body = vec![0];
+    body.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    body.extend_from_slice(&message);
+    body.into()
+}
+
+/// The figures a test reports (the closing note quotes them), once the fds are back.
+async fn report(abuse: &str, daemon: &Daemon, baseline: (usize, u64), worst: Duration) {
+    daemon.fds_return_to(baseline.0).await;
+    eprintln!(
+        "abuse: {abuse}: well-behaved calls OK, slowest {worst:?}; fds {} -> {}; RSS {} -> {} KiB",
+        baseline.0,
+        daemon.fds(),
+        baseline.1,
+        daemon.rss_kib()
+    );
+}
+
+#[tokio::test]
+async fn connections_over_the_per_uid_limit_are_closed_and_other_uids_are_served() {
+    let daemon = Daemon::start("limits-uid", "  connections_per_uid: 4\n  connections: 16\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let held: Vec<Connection> = futures_join(4, || connect(&daemon.socket)).await;
+    // The fifth from this uid is closed before anything is read from it.
+    let mut fifth = tokio::net::UnixStream::connect(&daemon.socket).await.unwrap();
+    let _ = fifth.write_all(h2_frames::PREFACE).await;
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(2), fifth.read(&mut buf)).await.expect("closed at once");
+    assert!(matches!(read, Ok(0) | Err(_)), "nothing but the close: {read:?}");
+    // Another uid is served meanwhile: `cri-bridge probe` run as nobody.
+    let started = Instant::now();
+    let probe = {
+        use std::os::unix::process::CommandExt;
+        let socket = daemon.socket.clone();
+        tokio::task::spawn_blocking(move || Command::new(BIN).arg("probe").arg(socket).uid(65534).gid(65534).output())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    assert!(probe.status.success(), "{probe:?}");
+    let worst = started.elapsed();
+    let text = daemon.scrape().await;
+    assert!(
+        text.contains("cri_bridge_connections_refused_total{limit=\"limits.connections_per_uid\"} 1"),
+        "{text}\n{}",
+        daemon.log()
+    );
+    assert!(daemon.log().contains("limits.connections_per_uid (4) reached"), "{}", daemon.log());
+    drop(held);
+    daemon.fds_return_to(baseline.0).await;
+    // And this uid is served again.
+    let worst = worst.max(daemon.well_behaved_call().await);
+    report("5 connections from one uid, limit 4", &daemon, baseline, worst).await;
+}
+
+async fn futures_join<F: std::future::Future>(n: usize, make: impl Fn() -> F) -> Vec<F::Output> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(make().await);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_connection_holds_at_most_its_streams_and_a_trickled_request_is_cut_off() {
+    let daemon = Daemon::start("limits-streams", "  streams_per_connection: 8\n  request_timeout_seconds: 1\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let abuser = connect(&daemon.socket).await;
+    // Eight calls whose request never comes (headers sent, the body never ended).
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut send = abuser.send.clone().ready().await.unwrap();
+        let (response, stream) = send.send_request(request(VERSION), false).unwrap();
+        held.push((response, stream));
+    }
+    // A ninth is not served while they are open: the connection may have 8 (h2's client holds
+    // it back, or the server refuses it with REFUSED_STREAM).
+    let ninth = async {
+        let mut send = abuser.send.clone().ready().await?;
+        let (response, mut stream) = send.send_request(request(VERSION), false)?;
+        stream.send_data(version_body(), true)?;
+        response.await
+    };
+    match tokio::time::timeout(Duration::from_millis(300), ninth).await {
+        Err(_) => {}
+        Ok(Err(error)) => assert_eq!(error.reason(), Some(h2::Reason::REFUSED_STREAM), "{error:?}"),
+        Ok(Ok(response)) => panic!("a ninth call was served beside eight: {response:?}"),
+    }
+    let worst = daemon.well_behaved_call().await;
+    // Each trickled request is cut off after limits.request_timeout_seconds.
+    let started = Instant::now();
+    for (response, _stream) in held.drain(..) {
+        let response = tokio::time::timeout(Duration::from_secs(3), response).await.expect("answered").unwrap();
+        let status = response.headers().get("grpc-status").map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(status.as_deref(), Some("4"), "DEADLINE_EXCEEDED: {response:?}");
+        let message = response.headers().get("grpc-message").unwrap().to_str().unwrap().to_string();
+        assert!(message.contains("limits.request_timeout_seconds"), "{message}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    // And the connection serves on.
+    let mut send = abuser.send.clone().ready().await.unwrap();
+    let (response, mut stream) = send.send_request(request(VERSION), false).unwrap();
+    stream.send_data(version_body(), true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
+    drop((abuser, send, stream));
+    daemon.fds_return_to(baseline.0).await;
+    report("8 requests held open, limit 8, request timeout 1 s", &daemon, baseline, worst).await;
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_sent_away_and_a_busy_one_is_not() {
+    let daemon = Daemon::start("limits-idle", "  idle_timeout_seconds: 1\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let idle = connect(&daemon.socket).await;
+    let busy = connect(&daemon.socket).await;
+    let started = Instant::now();
+    let mut worst = Duration::ZERO;
+    while started.elapsed() < Duration::from_millis(2500) {
+        let begun = Instant::now();
+        let mut send = busy.send.clone().ready().await.expect("the busy connection stays");
+        let (response, mut stream) = send.send_request(request(VERSION), false).unwrap();
+        stream.send_data(version_body(), true).unwrap();
+        assert_eq!(response.await.unwrap().status(), 200);
+        worst = worst.max(begun.elapsed());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(1), idle.driver).await;
+    assert!(ended.is_ok(), "the idle connection was ended (GOAWAY) within about 2 s");
+    assert!(!busy.driver.is_finished(), "the busy connection is kept");
+    drop(busy);
+    daemon.fds_return_to(baseline.0).await;
+    report("an idle connection, idle timeout 1 s", &daemon, baseline, worst).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_pings_is_disconnected() {
+    let daemon = Daemon::start("limits-keepalive", "  keepalive_seconds: 1\n  keepalive_timeout_seconds: 1\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    // A client that says hello and then never reads or writes again.
+    let mut mute = tokio::net::UnixStream::connect(&daemon.socket).await.unwrap();
+    mute.write_all(h2_frames::PREFACE).await.unwrap();
+    mute.write_all(&h2_frames::frame(h2_frames::SETTINGS, 0, 0, &[])).await.unwrap();
+    // A well-behaved client answers PINGs (h2 does) and stays.
+    let live = connect(&daemon.socket).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    // The mute one was closed: what it has to read ends.
+    let mut all = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(2), mute.read_to_end(&mut all)).await;
+    assert!(read.is_ok(), "the mute peer's connection was closed");
+    assert!(!live.driver.is_finished(), "a peer that answers PINGs is kept");
+    let worst = daemon.well_behaved_call().await;
+    drop((mute, live));
+    daemon.fds_return_to(baseline.0).await;
+    report("a peer that stops answering PINGs, keepalive 1 s + 1 s", &daemon, baseline, worst).await;
+}
+
+#[tokio::test]
+async fn a_flood_of_cancelled_calls_gets_the_connection_closed_with_enhance_your_calm() {
+    let daemon = Daemon::start("limits-resets", "  resets_per_minute: 50\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let abuser = connect(&daemon.socket).await;
+    let mut cut_off = None;
+    for opened in 0..200 {
+        let Ok(mut send) = abuser.send.clone().ready().await else {
+            cut_off = Some(opened);
+            break;
+        };
+        let Ok((_response, mut stream)) = send.send_request(request(VERSION), false) else {
+            cut_off = Some(opened);
+            break;
+        };
+        // Cancelled once cri-bridge is waiting for its body: a call opened and given up.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        stream.send_reset(h2::Reason::CANCEL);
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(2), abuser.driver).await.expect("the connection ended");
+    let error = ended.unwrap().expect_err("ended by the server");
+    assert_eq!(error.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{error:?}");
+    let cut_off = cut_off.expect("cut off before 200 streams");
+    assert!((50..=120).contains(&cut_off), "cut off after about 50 resets, at {cut_off}");
+    let worst = daemon.well_behaved_call().await;
+    assert!(daemon.log().contains("limits.resets_per_minute"), "{}", daemon.log());
+    daemon.fds_return_to(baseline.0).await;
+    report("cancelled calls, 50 a minute allowed", &daemon, baseline, worst).await;
+}
+
+/// Writes `frames` (the preface first) on a raw connection while reading and discarding what
+/// comes back, then closes it; what the server did is what ended the read.
+async fn flood(socket: &Path, frame: Vec<u8>, count: usize) -> usize {
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while let Ok(n) = read.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    let mut batch = h2_frames::PREFACE.to_vec();
+    batch.extend(h2_frames::frame(h2_frames::SETTINGS, 0, 0, &[]));
+    let _ = write.write_all(&batch).await;
+    let chunk: Vec<u8> = std::iter::repeat_n(frame, 1000).flatten().collect();
+    for _ in 0..count / 1000 {
+        if write.write_all(&chunk).await.is_err() {
+            break;
+        }
+    }
+    drop(write);
+    tokio::time::timeout(Duration::from_secs(10), reader).await.expect("the server ends or answers").unwrap()
+}
+
+#[tokio::test]
+async fn floods_of_settings_and_pings_leave_other_clients_served_and_nothing_held() {
+    let daemon = Daemon::start("limits-floods", "").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let settings = h2_frames::frame(h2_frames::SETTINGS, 0, 0, &[0, 4, 0, 1, 0, 0]);
+    const PING: u8 = 0x6;
+    let ping = h2_frames::frame(PING, 0, 0, &[7; 8]);
+    let (flooded, worst) = tokio::join!(
+        async {
+            let a = flood(&daemon.socket, settings, 200_000).await;
+            let b = flood(&daemon.socket, ping, 200_000).await;
+            (a, b)
+        },
+        async {
+            let mut worst = Duration::ZERO;
+            for _ in 0..10 {
+                worst = worst.max(daemon.well_behaved_call().await);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            worst
+        }
+    );
+    eprintln!("flood: the server sent back {} bytes to the SETTINGS flood, {} to the PING flood", flooded.0, flooded.1);
+    daemon.fds_return_to(baseline.0).await;
+    let grown = daemon.rss_kib().saturating_sub(baseline.1);
+    assert!(grown < 8 << 10, "RSS grew by {grown} KiB");
+    report("200,000 SETTINGS, then 200,000 PINGs on one connection", &daemon, baseline, worst).await;
+}
