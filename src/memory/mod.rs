@@ -171,13 +171,13 @@ impl MemoryRuntime {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// Ends the open GetContainerEvents streams (and those opened later), so that a graceful
-    /// shutdown need not wait for them. [`serve_memory`] calls it when its shutdown completes.
     /// How many GetContainerEvents streams are open (tests: a cancelled stream must go away).
     pub fn event_watchers(&self) -> usize {
         self.events.receiver_count()
     }
 
+    /// Ends the open GetContainerEvents streams (and those opened later), so that a graceful
+    /// shutdown need not wait for them. [`serve_memory`] calls it when its shutdown completes.
     pub fn end_streams(&self) {
         self.closing.send_replace(true);
     }
