@@ -290,8 +290,12 @@ pub async fn serve<H: Handler>(
     // what one stream's header block can make us hold.
     http2.max_header_list_size(crate::front_door::MAX_HEADER_LIST_SIZE);
     tokio::pin!(shutdown);
+    // Held here, not detached: dropping this future (aborting its task) ends every connection
+    // at once, as a killed process would (the fault tests kill a runtime so).
+    let mut tasks = tokio::task::JoinSet::new();
     loop {
         let stream = tokio::select! {
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(error) => {
@@ -307,14 +311,18 @@ pub async fn serve<H: Handler>(
         let stream = crate::front_door::FrontDoor::new(stream);
         let connection = http2.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let connection = connections.watch(connection);
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, connections.shutdown()).await.is_err() {
+    let drained = async {
+        connections.shutdown().await;
+        while tasks.join_next().await.is_some() {}
+    };
+    if tokio::time::timeout(DRAIN_TIMEOUT, drained).await.is_err() {
         tracing::warn!("connections still open {DRAIN_TIMEOUT:?} after shutdown began; closing them");
     }
     Ok(())

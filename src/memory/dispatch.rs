@@ -25,6 +25,9 @@ impl MemoryRuntime {
         self.calls.fetch_add(1, Ordering::Relaxed);
         *lock(&self.calls_by_method).entry(rpc.info.method).or_insert(0) += 1;
         lock(&self.metadata).insert(rpc.info.method, metadata.clone());
+        if let Some(id) = metadata.get(super::CALL_ID).and_then(|v| v.to_str().ok()) {
+            lock(&self.call_ids).push(id.to_string());
+        }
         metadata.get(TRACEPARENT).cloned()
     }
 

@@ -66,6 +66,9 @@ use tokio::sync::{broadcast, watch};
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
+/// Request metadata a test may set to tell its calls apart at the runtime.
+pub const CALL_ID: &str = "x-test-call-id";
+
 /// `VersionResponse.runtime_name`.
 pub const RUNTIME_NAME: &str = "cri-bridge-memory";
 /// Where the fake's images and writable layers "live" (`fs_id.mountpoint` in the stats).
@@ -86,6 +89,9 @@ pub struct MemoryRuntime {
     metadata: Mutex<HashMap<&'static str, MetadataMap>>,
     /// Calls served per method.
     calls_by_method: Mutex<HashMap<&'static str, u64>>,
+    /// The [`CALL_ID`] of every call that carried one, in arrival order (tests: was a call
+    /// executed twice?).
+    call_ids: Mutex<Vec<String>>,
     calls: AtomicU64,
     ids: AtomicU64,
     id_hasher: RandomState,
@@ -144,6 +150,7 @@ impl MemoryRuntime {
             state: Mutex::new(state),
             metadata: Mutex::new(HashMap::new()),
             calls_by_method: Mutex::new(HashMap::new()),
+            call_ids: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             id_hasher: RandomState::new(),
@@ -164,6 +171,11 @@ impl MemoryRuntime {
     pub fn calls_of(&self, method: &str) -> u64 {
         let method = method.rsplit('/').next().unwrap_or(method);
         lock(&self.calls_by_method).get(method).copied().unwrap_or(0)
+    }
+
+    /// The [`CALL_ID`]s received so far, in arrival order.
+    pub fn call_ids(&self) -> Vec<String> {
+        lock(&self.call_ids).clone()
     }
 
     /// How many calls the runtime has served (unknown methods included).

@@ -65,6 +65,13 @@ impl Runtime {
         let _ = self.stop.take().unwrap().send(());
         let _ = self.task.await;
     }
+
+    /// Ends the runtime as SIGKILL would: every connection closed at once, calls in flight
+    /// unanswered, the socket file left behind.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
 }
 
 /// cri-bridge running in this process, stoppable.
