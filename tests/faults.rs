@@ -182,7 +182,10 @@ async fn cri_bridge_restarted_without_socket_activation_is_reconnected_to() {
             // "transport error" (grpc-go retries such a call by itself, grpcio says UNAVAILABLE).
             // Such a call never left the client: the runtime must not have seen it.
             tonic::Code::Cancelled | tonic::Code::Unknown => {
-                assert!(!seen.contains(&outcome.id), "{outcome:?} reached the runtime")
+                assert!(!seen.contains(&outcome.id), "{outcome:?} reached the runtime");
+                if outcome.code == tonic::Code::Unknown {
+                    assert_eq!(outcome.message, "transport error", "{outcome:?}");
+                }
             }
             _ => panic!(
                 "every call succeeds, or is UNAVAILABLE, or was never sent: {outcome:?} (the runtime saw it: {})",
