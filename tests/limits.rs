@@ -385,6 +385,10 @@ async fn floods_of_settings_and_pings_leave_other_clients_served_and_nothing_hel
         }
     );
     eprintln!("flood: the server sent back {} bytes to the SETTINGS flood, {} to the PING flood", flooded.0, flooded.1);
+    // Cut off after 10,000 of each (front_door::MAX_CONTROL_FRAMES), not answered 200,000 times:
+    // a SETTINGS ack is 9 bytes, a PING ack 17.
+    assert!(flooded.0 < 20_000 * 9 && flooded.1 < 20_000 * 17, "{flooded:?}");
+    assert!(daemon.log().contains("SETTINGS and PING frames within"), "{}", daemon.log());
     daemon.fds_return_to(baseline.0).await;
     let grown = daemon.rss_kib().saturating_sub(baseline.1);
     assert!(grown < 8 << 10, "RSS grew by {grown} KiB");

@@ -41,7 +41,8 @@
 //! HPACK error, an oversized block) is handed to the server unchanged, from then on for the whole
 //! connection, so the server answers it with the error the protocol prescribes.
 
-mod header_block;
+/// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
+pub mod header_block;
 
 use bytes::{Buf, BufMut, BytesMut};
 use header_block::{HeaderBlocks, Mended};
@@ -68,6 +69,14 @@ pub const MAX_HEADER_LIST_SIZE: u32 = 1024 * 1024;
 const MAX_BLOCK: usize = 2 * MAX_HEADER_LIST_SIZE as usize;
 /// How much is read from the socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const ACK: u8 = 0x1;
+/// SETTINGS and PING frames a client may send in [`CONTROL_WINDOW`]: each costs the server an
+/// answer, and a flood of them holds the one thread every call runs on. Real clients send a few
+/// (grpc-go: its settings, keepalive and flow-control estimation pings).
+pub const MAX_CONTROL_FRAMES: u32 = 10_000;
+const CONTROL_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A client connection whose header blocks the HTTP/2 server can accept; see the module doc.
 pub struct FrontDoor<S> {
@@ -89,6 +98,11 @@ pub struct FrontDoor<S> {
     encoded: Vec<u8>,
     /// Whether a mended block was logged on this connection (once is enough).
     reported: bool,
+    /// SETTINGS and PING frames since `control_since`.
+    control_frames: u32,
+    control_since: Option<std::time::Instant>,
+    /// Set when the client sent more than [`MAX_CONTROL_FRAMES`]: the connection ends.
+    flooded: bool,
 }
 
 struct Block {
@@ -114,6 +128,34 @@ impl<S> FrontDoor<S> {
             blocks: HeaderBlocks::default(),
             encoded: Vec::new(),
             reported: false,
+            control_frames: 0,
+            control_since: None,
+            flooded: false,
+        }
+    }
+
+    /// Counts a SETTINGS or PING frame; sets `flooded` past the budget.
+    fn count_control_frame(&mut self) {
+        // The clock is read at a window's first frame and once per budget's worth, not per frame.
+        if self.control_since.is_none() {
+            self.control_since = Some(std::time::Instant::now());
+        }
+        self.control_frames += 1;
+        if self.control_frames < MAX_CONTROL_FRAMES {
+            return;
+        }
+        let now = std::time::Instant::now();
+        match self.control_since {
+            Some(since) if now.duration_since(since) < CONTROL_WINDOW => {
+                tracing::warn!(
+                    "a client sent {MAX_CONTROL_FRAMES} SETTINGS and PING frames within {CONTROL_WINDOW:?}: closing its connection"
+                );
+                self.flooded = true;
+            }
+            _ => {
+                self.control_since = Some(now);
+                self.control_frames = 0;
+            }
         }
     }
 
@@ -140,6 +182,9 @@ impl<S> FrontDoor<S> {
         let (kind, flags) = (head[3], head[4]);
         let stream_id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let is_header_frame = kind == HEADERS || kind == CONTINUATION;
+        if (kind == SETTINGS || kind == PING) && flags & ACK == 0 {
+            self.count_control_frame();
+        }
         if !is_header_frame {
             if self.block.is_some() {
                 // Only CONTINUATION may follow an unfinished header block.
@@ -295,6 +340,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrontDoor<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         loop {
+            if this.flooded {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "too many SETTINGS and PING frames",
+                )));
+            }
             if !this.output.is_empty() {
                 hand_on(&mut this.output, usize::MAX, buf);
                 return Poll::Ready(Ok(()));
