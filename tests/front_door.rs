@@ -457,3 +457,43 @@ async fn a_block_passed_unchanged_still_updates_the_table_it_follows() {
     named.extend(hpack_str("/run/cri.sock"));
     raw.call(&head(named, hpack_int(0x80, 7, 62)), &[]).await.assert_ok("the table followed past the unchanged block");
 }
+
+#[tokio::test]
+async fn a_header_list_over_one_mib_is_refused_and_calls_beside_it_are_served() {
+    let pair = Pair::start("authority-huge", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    // 1.5 MiB of metadata: over the 1 MiB header list cri-bridge takes, under the 2 MiB block
+    // the front door gathers.
+    let huge = "v".repeat(1536 << 10);
+    let mut head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+    head.push(("x-cri-bridge-huge", huge));
+    let block = raw.encode(&borrowed(&head));
+    let stream = raw.stream();
+    let mut chunks = block.chunks(16_384).peekable();
+    raw.send(&frame(HEADERS, 0, stream, chunks.next().unwrap())).await;
+    while let Some(chunk) = chunks.next() {
+        let flags = if chunks.peek().is_none() { END_HEADERS } else { 0 };
+        raw.send(&frame(CONTINUATION, flags, stream, chunk)).await;
+    }
+    raw.send_message(stream, &[]).await;
+    let reply = raw.read_until_end(stream).await;
+    // Refused: a 431 head, a reset stream or a closed connection, never an answer from the runtime.
+    let refused = reply.header(":status") == Some("431") || reply.reset.is_some() || reply.goaway.is_some();
+    assert!(refused, "{:?}", (reply.header(":status"), reply.reset, reply.goaway));
+    let last = pair.runtime.memory.take_metadata("Version");
+    assert!(last.is_none_or(|m| m.get("x-cri-bridge-huge").is_none()), "the runtime never saw it");
+    // Another connection is served meanwhile and after.
+    let mut other = Raw::connect(&pair).await;
+    let head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+    let block = other.encode(&borrowed(&head));
+    let stream = other.stream();
+    other.send(&frame(HEADERS, END_HEADERS, stream, &block)).await;
+    other.send_message(stream, &[]).await;
+    other.read_until_end(stream).await.assert_ok("a call beside the refused one");
+    eprintln!(
+        "abuse: a 1.5 MiB header list: :status {:?}, reset {:?}, goaway {:?}",
+        reply.header(":status"),
+        reply.reset,
+        reply.goaway
+    );
+}
