@@ -521,3 +521,45 @@ async fn a_request_split_over_many_data_frames_arrives_whole() {
     bridge.stop().await;
     runtime.stop().await;
 }
+
+#[tokio::test]
+async fn under_load_a_runtime_that_never_answers_ends_every_call_at_its_deadline_and_version_is_served() {
+    let dir = TempDir::new("hang-load");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Hang);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    const CONNECTIONS: usize = 8;
+    const PER_CONNECTION: usize = 8;
+    let started = Instant::now();
+    let mut hung = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let client = Client::connect(&bridge.socket, 1 << 20).await;
+        for _ in 0..PER_CONNECTION {
+            let client = client.clone();
+            hung.push(tokio::spawn(async move {
+                let answered = client.call(LIST_V1, &[], Some("500m"), Duration::ZERO).await;
+                (answered, started.elapsed())
+            }));
+        }
+        clients.push(client);
+    }
+    // Meanwhile the calls the runtime does answer keep being answered, on every connection.
+    let mut served = 0;
+    while started.elapsed() < Duration::from_millis(400) {
+        for client in &clients {
+            assert_eq!(client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap().code, "0");
+            served += 1;
+        }
+    }
+    let total = CONNECTIONS * PER_CONNECTION;
+    for call in hung {
+        let (answered, took) = call.await.unwrap();
+        let answered = answered.expect("answered, not reset");
+        assert_eq!(answered.code, "4", "DEADLINE_EXCEEDED: {answered:?}");
+        assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(2000), "{took:?}");
+    }
+    eventually("every runtime stream was cancelled", || runtime.cancelled.load(Ordering::SeqCst) == total).await;
+    assert_eq!(runtime.received.load(Ordering::SeqCst), total, "each sent once");
+    eprintln!("faults: a runtime that never answers: {total} calls DEADLINE_EXCEEDED at 500 ms, {served} Version calls served meanwhile");
+    bridge.stop().await;
+}
