@@ -451,6 +451,11 @@ impl Config {
         for key in self.loss_policy.keys() {
             crate::convert::policy::check_key(key).map_err(|e| invalid("loss_policy", e))?;
         }
+        // tracing-subscriber's directive parser panics on some non-ASCII text (it slices inside a
+        // character); targets, levels and field filters are ASCII in practice.
+        if !self.log_level.is_ascii() {
+            return Err(invalid("log.level", format!("{:?}: only ASCII is accepted in a log filter", self.log_level)));
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| invalid("log.level", format!("{:?}: {e}", self.log_level)))?;
         Ok(())

@@ -309,3 +309,10 @@ fn listening_on_a_backend_socket_is_refused_naming_both_keys() {
         .to_string();
     assert!(error.contains("listen.path") && error.contains("backend.endpoint"), "{error}");
 }
+
+#[test]
+fn a_log_level_that_is_not_ascii_is_refused_naming_the_key_not_panicked_on() {
+    // Found by fuzzing (fuzz/regressions/config/): tracing-subscriber's parser panicked on it.
+    let error = Config::parse("log: {level: \"\n[\u{63e}{\"}\n").expect_err("refused").to_string();
+    assert!(error.contains("log.level") && error.contains("ASCII"), "{error}");
+}
