@@ -15,8 +15,10 @@
 //!   must open a block) and indexed nowhere.
 //!
 //! The one authority no same-length form can replace is an empty one that the client indexes (no
-//! client known to us does that: encoders send the static entry instead, which is left out here);
-//! such a block passes unchanged and the server refuses that one stream.
+//! client known to us does that: encoders send the static entry instead, which is left out here):
+//! it is passed as it came, and the server refuses that one stream. The rest of its block is still
+//! mended, so that every other authority the block adds to the table is valid for the streams that
+//! name it later.
 
 use std::collections::VecDeque;
 
@@ -143,9 +145,6 @@ impl HeaderBlocks {
     pub fn mend(&mut self, block: &[u8], out: &mut Vec<u8>) -> Result<Mended, Malformed> {
         out.clear();
         let mut changed = false;
-        // An authority no same-length form can replace: the block then goes as it came, but is
-        // still read to its end, so that our copy of the table takes every entry the server will.
-        let mut unfixable = false;
         let mut seen = Seen::default();
         // Where a missing `:scheme` goes: after the size updates that open the block.
         let mut first_field = None;
@@ -213,10 +212,10 @@ impl HeaderBlocks {
                         out.resize(out.len() + value_length, b'x');
                         changed = true;
                     }
-                    (false, true) => {
-                        unfixable = true;
-                        out.extend_from_slice(&rest[..used]);
-                    }
+                    // An empty authority indexed: no same-length form (see the module doc). It
+                    // goes as it came, and the block is read on, so that our copy of the table
+                    // takes every entry the server will, and mended on.
+                    (false, true) => out.extend_from_slice(&rest[..used]),
                 }
                 used
             };
@@ -232,7 +231,7 @@ impl HeaderBlocks {
             out.splice(at..at, scheme);
             changed = true;
         }
-        Ok(if changed && !unfixable { Mended::Rewritten } else { Mended::Unchanged })
+        Ok(if changed { Mended::Rewritten } else { Mended::Unchanged })
     }
 
     /// The name at a table index: static first, then dynamic, newest first.
@@ -320,4 +319,36 @@ fn put_raw_length(mut length: usize, out: &mut Vec<u8>) {
         length >>= 7;
     }
     out.push(length as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A literal `:authority` (static name 1) added to the table, with a raw value.
+    fn indexed_authority(value: &[u8]) -> Vec<u8> {
+        let mut field = vec![0x41, value.len() as u8];
+        field.extend_from_slice(value);
+        field
+    }
+
+    #[test]
+    fn a_block_with_an_unfixable_authority_still_mends_the_others_it_indexes() {
+        // Found by the header_block fuzz target: POST, http, an empty authority and a socket path
+        // authority, both indexed. The empty one cannot be mended; the path must still be, or the
+        // server's table keeps it and every later stream naming it is refused.
+        let mut block = vec![0x83, 0x86];
+        block.extend(indexed_authority(b""));
+        block.extend(indexed_authority(b"/run/x.sock"));
+        let mut blocks = HeaderBlocks::default();
+        let mut out = Vec::new();
+        assert_eq!(blocks.mend(&block, &mut out), Ok(Mended::Rewritten));
+        let mut expected = vec![0x83, 0x86];
+        expected.extend(indexed_authority(b""));
+        expected.extend(indexed_authority(b"xxxxxxxxxxx"));
+        assert_eq!(out, expected, "the empty authority as it came, the path as a same-length valid one");
+        // A later block naming the path's entry (62, the newest) needs nothing: the server's
+        // entry is the mended one.
+        assert_eq!(blocks.mend(&[0x83, 0x86, 0x80 | 62], &mut out), Ok(Mended::Unchanged));
+    }
 }

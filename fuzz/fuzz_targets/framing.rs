@@ -1,0 +1,7 @@
+//! Fuzz target `framing`: see `fuzz/check/framing.rs` for the input layout and the invariants.
+#![no_main]
+
+#[path = "../check/mod.rs"]
+mod check;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::framing::run(data));
