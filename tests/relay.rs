@@ -51,6 +51,17 @@ impl Client {
         Client(send)
     }
 
+    /// A connection that can vanish: aborting the handle drops the socket, with no GOAWAY and
+    /// no RST_STREAM, as a killed process does.
+    async fn connect_vanishing(socket: &Path) -> (Client, tokio::task::JoinHandle<()>) {
+        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let (send, connection) = h2::client::handshake(stream).await.unwrap();
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        (Client(send), connection)
+    }
+
     /// Opens a call: the response future, and the request stream (to drop or keep).
     async fn open(&self, path: &str, message: &[u8], timeout: Option<&str>) -> h2::client::ResponseFuture {
         self.open_raw(path, framed(message), timeout).await
@@ -161,6 +172,7 @@ async fn fill(runtime: &Runtime, containers: usize) {
 
 const LIST_V1: &str = "/runtime.v1.RuntimeService/ListContainers";
 const VERSION_V1: &str = "/runtime.v1.RuntimeService/Version";
+const EVENTS_V1: &str = "/runtime.v1.RuntimeService/GetContainerEvents";
 
 #[tokio::test]
 async fn an_answer_larger_than_every_window_reaches_a_slow_reader_byte_for_byte() {
@@ -288,7 +300,8 @@ async fn a_request_body_that_is_not_one_whole_message_is_refused_unsent() {
 enum Misbehaviour {
     /// Resets the stream with this reason.
     Reset(Reason),
-    /// Never answers; counts the streams the bridge then resets.
+    /// Never answers; counts the streams the bridge then resets. A GetContainerEvents call is
+    /// answered its head and one event first, then held the same way (a stream mid-answer).
     Hang,
     /// Answers `UNAVAILABLE` (a runtime shutting down).
     Unavailable,
@@ -367,7 +380,16 @@ impl Misbehaving {
         match misbehaviour {
             Misbehaviour::Reset(reason) => respond.send_reset(reason),
             Misbehaviour::Hang => {
-                if std::future::poll_fn(|cx| respond.poll_reset(cx)).await.is_ok() {
+                let reset = if path.ends_with("/GetContainerEvents") {
+                    let head = http::Response::builder().header("content-type", "application/grpc").body(()).unwrap();
+                    let mut stream = respond.send_response(head, false).unwrap();
+                    let event = v1::ContainerEventResponse { container_id: "held".into(), ..Default::default() };
+                    stream.send_data(framed(&event.encode_to_vec()), false).unwrap();
+                    std::future::poll_fn(|cx| stream.poll_reset(cx)).await
+                } else {
+                    std::future::poll_fn(|cx| respond.poll_reset(cx)).await
+                };
+                if reset.is_ok() {
                     cancelled.fetch_add(1, Ordering::SeqCst);
                 }
             }
@@ -562,4 +584,100 @@ async fn under_load_a_runtime_that_never_answers_ends_every_call_at_its_deadline
     assert_eq!(runtime.received.load(Ordering::SeqCst), total, "each sent once");
     eprintln!("faults: a runtime that never answers: {total} calls DEADLINE_EXCEEDED at 500 ms, {served} Version calls served meanwhile");
     bridge.stop().await;
+}
+
+/// This process's open file descriptors (the in-process bridge's and the test's clients').
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_load_clients_that_vanish_mid_call_and_mid_stream_have_every_runtime_stream_cancelled() {
+    let dir = TempDir::new("vanish-load");
+    let runtime = Misbehaving::start(&dir.path("runtime.sock"), Misbehaviour::Hang);
+    let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
+    // The well-behaved load: 4 connections calling Version with 2 s deadlines throughout.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..4 {
+        let client = Client::connect(&bridge.socket, 1 << 20).await;
+        let stop = stop.clone();
+        load.push(tokio::spawn(async move {
+            let (mut calls, mut slowest) = (0usize, Duration::ZERO);
+            while !stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let answered = client.call(VERSION_V1, &[], Some("2S"), Duration::ZERO).await.expect("answered");
+                assert_eq!(answered.code, "0", "{answered:?}");
+                (calls, slowest) = (calls + 1, slowest.max(started.elapsed()));
+            }
+            (calls, slowest)
+        }));
+    }
+    let baseline = open_fds();
+    // The vanishing clients: each round opens two unary calls the runtime holds and one event
+    // stream it has begun to answer, then either vanishes whole (its socket dropped) or resets
+    // its streams and leaves.
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 50;
+    let mut vanishers = Vec::new();
+    for task in 0..TASKS {
+        let socket = bridge.socket.clone();
+        vanishers.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let (client, connection) = Client::connect_vanishing(&socket).await;
+                let held = [client.open(LIST_V1, &[], None).await, client.open(LIST_V1, &[], None).await];
+                let (_head, mut events) = client.open(EVENTS_V1, &[], None).await.await.unwrap().into_parts();
+                let first = events.data().await.expect("the first event").unwrap();
+                v1::ContainerEventResponse::decode(only_message(&first)).unwrap();
+                if (task + round) % 2 == 0 {
+                    connection.abort();
+                    let _ = connection.await;
+                    drop((held, events, client));
+                } else {
+                    drop((held, events));
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    drop(client);
+                    connection.abort();
+                }
+            }
+        }));
+    }
+    for vanisher in vanishers {
+        vanisher.await.unwrap();
+    }
+    let streams = TASKS * ROUNDS;
+    eventually_within(
+        "every runtime stream the vanished callers opened was cancelled",
+        Duration::from_secs(10),
+        || {
+            let received = runtime.received.load(Ordering::SeqCst);
+            received >= streams && runtime.cancelled.load(Ordering::SeqCst) == received
+        },
+    )
+    .await;
+    eventually_within("the fds are back to their baseline", Duration::from_secs(10), || open_fds() <= baseline).await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut calls, mut slowest) = (0, Duration::ZERO);
+    for client in load {
+        let (n, s) = client.await.unwrap();
+        (calls, slowest) = (calls + n, slowest.max(s));
+    }
+    let received = runtime.received.load(Ordering::SeqCst);
+    eprintln!(
+        "faults: {} vanishing connections opened {received} runtime streams ({streams} mid-answer), all {} cancelled; \
+         fds {baseline} -> {}; the load made {calls} Version calls, all OK, slowest {slowest:?}",
+        TASKS * ROUNDS,
+        runtime.cancelled.load(Ordering::SeqCst),
+        open_fds()
+    );
+    assert!(calls > 0 && slowest < Duration::from_secs(2), "{calls} calls, slowest {slowest:?}");
+    bridge.stop().await;
+}
+
+async fn eventually_within(what: &str, limit: Duration, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
