@@ -182,21 +182,9 @@ impl Containerd {
         let config = dir.join("config.toml");
         fs::write(&config, config_toml(build, &dir, &socket, &registry.host())).unwrap();
         let log = dir.join("containerd.log");
-        let out = fs::File::create(&log).unwrap();
-        let mut path = OsString::from(bin.as_os_str());
-        path.push(":");
-        path.push(search_path());
-        let child = Command::new(bin.join("containerd"))
-            .arg("--config")
-            .arg(config.as_os_str())
-            .env("PATH", path)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {} ({e})", bin.join("containerd").display()));
         let mut containerd =
-            Containerd { build, pod_logs: dir.join("pod-logs"), dir, socket, log, registry, bin, child: Some(child) };
+            Containerd { build, pod_logs: dir.join("pod-logs"), dir, socket, log, registry, bin, child: None };
+        containerd.spawn();
         containerd.wait_until_cri_answers().await;
         let archive = build_image_archive(
             &containerd.dir.join("images"),
@@ -208,6 +196,42 @@ impl Containerd {
         );
         containerd.import(&archive, &[PAUSE_IMAGE, BUSYBOX_IMAGE]).await;
         containerd
+    }
+
+    /// Runs the containerd process on this directory, its log appended to.
+    fn spawn(&mut self) {
+        let out = fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let mut path = OsString::from(self.bin.as_os_str());
+        path.push(":");
+        path.push(search_path());
+        let containerd = self.bin.join("containerd");
+        let child = Command::new(&containerd)
+            .arg("--config")
+            .arg(self.dir.join("config.toml"))
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", containerd.display()));
+        self.child = Some(child);
+    }
+
+    /// SIGKILL, as a crash or the OOM killer ends it: calls in flight unanswered, its socket file
+    /// left behind, its shims running on.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts containerd again on the same directory and socket (after `kill`), and waits until
+    /// its CRI answers.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart after kill");
+        self.spawn();
+        self.wait_until_cri_answers().await;
     }
 
     /// `127.0.0.1:PORT/cri-bridge/busybox:1`: busybox, in the test registry only (not imported).
