@@ -2,7 +2,8 @@
 //! config: what the abusive client gets, that a well-behaved client's calls meanwhile succeed
 //! within their deadlines, and that the daemon's open fds return to where they were (and its RSS
 //! stays near) once the abuse ends. Clients are bare `h2` clients or raw bytes, so the test
-//! controls every frame.
+//! controls every frame; and the real grpc-go and grpcio clients meet the idle timeout and the
+//! keepalive pings.
 
 mod common;
 
@@ -40,7 +41,7 @@ impl Daemon {
         std::fs::write(
             &file,
             format!(
-                "listen:\n  path: {}\n  mode: \"0666\"\nmetrics:\n  listen: {}\nlimits:\n{limits}",
+                "listen:\n  path: {}\n  mode: \"0666\"\nmetrics:\n  listen: {}\nlog:\n  level: info,cri_bridge::relay=debug\nlimits:\n{limits}",
                 socket.display(),
                 metrics.display()
             ),
@@ -393,4 +394,91 @@ async fn floods_of_settings_and_pings_leave_other_clients_served_and_nothing_hel
     let grown = daemon.rss_kib().saturating_sub(baseline.1);
     assert!(grown < 8 << 10, "RSS grew by {grown} KiB");
     report("200,000 SETTINGS, then 200,000 PINGs on one connection", &daemon, baseline, worst).await;
+}
+
+/// A real client's session (`tests/clients`) against the daemon, pausing `idle` after Version;
+/// the steps' codes.
+async fn real_session(client: &str, socket: &Path, idle: &str) -> Vec<String> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = if client == "grpc-go" {
+        let binary = top.join("target/clients/bin/cri-session-v1");
+        assert!(binary.is_file(), "{} is missing: run tests/clients/go/build.sh (.ci/run does)", binary.display());
+        let mut command = tokio::process::Command::new(binary);
+        command.arg("-socket").arg(socket).args(["-idle", &format!("{idle}s"), "-timeout", "5s"]);
+        command
+    } else {
+        let python = top.join("target/clients/venv/bin/python");
+        assert!(python.is_file(), "{} is missing: run tests/clients/python/setup.sh (.ci/run does)", python.display());
+        let mut command = tokio::process::Command::new(python);
+        command.arg(top.join("tests/clients/python/cri_client.py")).arg("--socket").arg(socket);
+        command.args([
+            "--version",
+            "v1",
+            "--image",
+            "busybox",
+            "--name",
+            "limits-idle",
+            "--idle",
+            idle,
+            "--timeout",
+            "5",
+        ]);
+        command
+    };
+    let output =
+        tokio::time::timeout(Duration::from_secs(60), command.stdin(Stdio::null()).kill_on_drop(true).output())
+            .await
+            .unwrap_or_else(|_| panic!("the {client} session ran over 60 s"))
+            .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{client}: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| {
+            let step: serde_json::Value = serde_json::from_str(line).unwrap();
+            format!("{} {}", step["step"].as_str().unwrap(), step["code"].as_str().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn real_clients_ride_over_the_idle_goaway_and_answer_keepalive_pings() {
+    let daemon = Daemon::start(
+        "limits-real",
+        "  idle_timeout_seconds: 1\n  keepalive_seconds: 1\n  keepalive_timeout_seconds: 1\n",
+    )
+    .await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let started = Instant::now();
+    // Each pauses 2.5 s after Version with no call open: pinged, then sent away (GOAWAY); the
+    // next call goes on a new connection. grpcio pauses again with only its event stream open:
+    // pinged, and kept.
+    // One after the other, grpcio on the preloaded busybox, grpc-go on an image it pulls.
+    let c_core = real_session("grpcio", &daemon.socket, "2.5").await;
+    let go = real_session("grpc-go", &daemon.socket, "2.5").await;
+    let took = started.elapsed();
+    for (client, steps) in [("grpc-go", &go), ("grpcio", &c_core)] {
+        assert!(steps.len() >= 10, "{client}: {steps:?}");
+        let failed: Vec<&String> = steps.iter().filter(|s| !s.ends_with(" OK")).collect();
+        assert!(failed.is_empty(), "{client}: every step succeeds across the GOAWAY: {failed:?} of {steps:?}");
+    }
+    let log = daemon.log();
+    let goaways = log.matches("(limits.idle_timeout_seconds): GOAWAY").count();
+    let unanswered = log.matches("did not answer a PING").count();
+    assert!(goaways >= 2, "both clients' idle connections were sent away: {goaways}\n{log}");
+    assert_eq!(unanswered, 0, "both clients answer the PINGs\n{log}");
+    daemon.fds_return_to(baseline.0).await;
+    eprintln!(
+        "abuse: real clients with idle timeout 1 s, keepalive 1 s + 1 s: grpc-go {} steps and grpcio {} steps all OK \
+         in {took:?}, {goaways} idle GOAWAYs, 0 PINGs unanswered; fds {} -> {}",
+        go.len(),
+        c_core.len(),
+        baseline.0,
+        daemon.fds()
+    );
 }

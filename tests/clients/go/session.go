@@ -36,6 +36,7 @@ func main() {
 	name := flag.String("name", "", "unique name of this run: pod name, pod uid and label value (default: made up)")
 	timeout := flag.Duration("timeout", 30*time.Second, "deadline of each call")
 	authority := flag.String("authority", "", "HTTP/2 :authority to send instead of the socket path (debugging only)")
+	idle := flag.Duration("idle", 0, "pause after Version with no call open (to meet a server's idle timeout and keepalive pings)")
 	flag.Parse()
 	if *socket == "" || flag.NArg() > 0 {
 		flag.Usage()
@@ -75,6 +76,7 @@ func main() {
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),
 		images:  runtimeapi.NewImageServiceClient(conn),
 		timeout: *timeout,
+		idle:    *idle,
 		out:     json.NewEncoder(os.Stdout),
 	}
 	s.out.SetEscapeHTML(false)
@@ -88,6 +90,7 @@ type session struct {
 	runtime runtimeapi.RuntimeServiceClient
 	images  runtimeapi.ImageServiceClient
 	timeout time.Duration
+	idle    time.Duration
 	out     *json.Encoder
 	outErr  error // the first failure to print a line: the session's output is then incomplete
 }
@@ -119,6 +122,7 @@ func (s *session) run(image, name string) error {
 	s.step("Version", func(ctx context.Context) (interface{}, error) {
 		return s.runtime.Version(ctx, &runtimeapi.VersionRequest{Version: apiVersion})
 	})
+	time.Sleep(s.idle)
 	s.step("Status", func(ctx context.Context) (interface{}, error) {
 		return s.runtime.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
 	})

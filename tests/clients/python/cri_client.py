@@ -48,6 +48,9 @@ def parse_args():
     parser.add_argument("--image", required=True, help="an image already present in the runtime")
     parser.add_argument("--name", required=True, help="pod and container name, pod uid, session label")
     parser.add_argument("--timeout", type=float, default=30.0, help="deadline of each unary RPC, seconds")
+    parser.add_argument("--idle", type=float, default=0.0,
+                        help="seconds to pause after Version with no call open, and (v1) again with only the event "
+                             "stream open: to meet a server's idle timeout and keepalive pings")
     return parser.parse_args()
 
 
@@ -132,10 +135,11 @@ def build_pod_config(pb, version, name):
     return pb.PodSandboxConfig(metadata=metadata, labels={SESSION_LABEL: name}, linux=linux)
 
 
-def run_session(pb, stub, version, image, name, timeout):
+def run_session(pb, stub, version, image, name, timeout, idle):
     pod_config = build_pod_config(pb, version, name)
     # Versions' messages agree on every field used below.
     call("Version", stub.Version, pb.VersionRequest(version="0.1.0"), timeout)
+    time.sleep(idle)
     pod = call("RunPodSandbox", stub.RunPodSandbox, pb.RunPodSandboxRequest(config=pod_config), timeout)
     pod_id = pod.pod_sandbox_id if pod else ""
 
@@ -143,7 +147,7 @@ def run_session(pb, stub, version, image, name, timeout):
     if version == "v1":
         events = EventStream(pb, stub)
         # Also returns at once when the stream failed straight away (UNIMPLEMENTED, INTERNAL).
-        events.wait(lambda: False, EVENTS_SUBSCRIBE_S)
+        events.wait(lambda: False, EVENTS_SUBSCRIBE_S + idle)
 
     container_config = pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=name, attempt=0),
@@ -199,7 +203,8 @@ def main():
     # "unix://" + an absolute path, and no options: the :authority is whatever C-core sends by
     # default for such a target, which is what this client exists to exercise.
     with grpc.insecure_channel("unix://" + path) as channel:
-        run_session(pb, pb_grpc.RuntimeServiceStub(channel), args.version, args.image, args.name, args.timeout)
+        run_session(pb, pb_grpc.RuntimeServiceStub(channel), args.version, args.image, args.name, args.timeout,
+                    args.idle)
 
 
 if __name__ == "__main__":
