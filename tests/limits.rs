@@ -482,3 +482,70 @@ async fn real_clients_ride_over_the_idle_goaway_and_answer_keepalive_pings() {
         daemon.fds()
     );
 }
+
+/// A raw client, once the server's SETTINGS are acknowledged. It sends nothing of its own
+/// accord: a client in the middle of a header block may send nothing but CONTINUATION frames
+/// (RFC 9113 §6.10), not even a PING's ACK. `closed` resolves when the server ends the
+/// connection.
+struct Trickler {
+    write: tokio::net::unix::OwnedWriteHalf,
+    closed: tokio::task::JoinHandle<()>,
+}
+
+impl Trickler {
+    async fn connect(socket: &Path) -> Trickler {
+        let (mut read, mut write) = tokio::net::UnixStream::connect(socket).await.unwrap().into_split();
+        let mut hello = h2_frames::PREFACE.to_vec();
+        hello.extend(h2_frames::frame(h2_frames::SETTINGS, 0, 0, &[]));
+        write.write_all(&hello).await.unwrap();
+        let mut header = [0u8; 9];
+        loop {
+            read.read_exact(&mut header).await.unwrap();
+            let mut payload = vec![0u8; u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize];
+            read.read_exact(&mut payload).await.unwrap();
+            if (header[3], header[4]) == (h2_frames::SETTINGS, 0) {
+                break;
+            }
+        }
+        write.write_all(&h2_frames::frame(h2_frames::SETTINGS, 1, 0, &[])).await.unwrap();
+        let closed = tokio::spawn(async move {
+            let mut sink = vec![0u8; 4096];
+            while read.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+        });
+        Trickler { write, closed }
+    }
+}
+
+#[tokio::test]
+async fn a_header_block_trickled_a_byte_at_a_time_does_not_hold_a_connection() {
+    let daemon =
+        Daemon::start("limits-trickle-headers", "  keepalive_seconds: 1\n  keepalive_timeout_seconds: 1\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let mut trickler = Trickler::connect(&daemon.socket).await;
+    // HEADERS without END_HEADERS (`:method POST`, indexed), then one CONTINUATION byte every
+    // 100 ms (`:scheme http`, over and over), never ending the block.
+    trickler.write.write_all(&h2_frames::frame(h2_frames::HEADERS, 0, 1, &[0x83])).await.unwrap();
+    let started = Instant::now();
+    let mut worst = Duration::ZERO;
+    while !trickler.closed.is_finished() && started.elapsed() < Duration::from_secs(10) {
+        let byte = h2_frames::frame(h2_frames::CONTINUATION, 0, 1, &[0x86]);
+        if trickler.write.write_all(&byte).await.is_err() {
+            break;
+        }
+        worst = worst.max(daemon.well_behaved_call().await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let held = started.elapsed();
+    tokio::time::timeout(Duration::from_secs(2), trickler.closed).await.expect("closed by the server").unwrap();
+    // Cut off by keepalive: its PING cannot be answered mid-block.
+    assert!(held < Duration::from_secs(5), "a trickled header block held its connection for {held:?}");
+    assert!(daemon.log().contains("did not answer a PING"), "{}", daemon.log());
+    daemon.fds_return_to(baseline.0).await;
+    report(
+        &format!("a header block trickled a byte per 100 ms, keepalive 1 s + 1 s: cut off after {held:?}"),
+        &daemon,
+        baseline,
+        worst,
+    )
+    .await;
+}
