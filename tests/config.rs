@@ -338,3 +338,27 @@ fn a_log_level_of_targets_and_levels_is_accepted() {
         assert_eq!(config.log_level, filter);
     }
 }
+
+#[test]
+fn a_config_nested_deep_enough_to_stall_the_yaml_parser_is_refused_at_once() {
+    // 100,000 nested `[` kept the YAML parser busy for over 30 s (its time grows with the square
+    // of the nesting).
+    let started = std::time::Instant::now();
+    let text = format!("loss_policy: {}\n", "[".repeat(100_000));
+    let error = Config::parse(&text).expect_err("refused").to_string();
+    assert!(error.contains("at most 1024"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    // What a real config holds is far below the bound.
+    Config::parse("listen:\n  versions: [v1, v1alpha2]\nlimits: {connections: 512}\n").expect("accepted");
+}
+
+#[test]
+fn a_config_file_is_read_up_to_its_limit_only() {
+    let dir = std::env::temp_dir().join(format!("crib-config-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.yaml");
+    std::fs::write(&path, format!("# {}\n", "x".repeat(2 << 20))).unwrap();
+    let error = Config::load(&path).expect_err("refused").to_string();
+    assert!(error.contains(&path.display().to_string()) && error.contains("larger than 1048576 bytes"), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
