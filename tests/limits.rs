@@ -263,6 +263,15 @@ async fn an_idle_connection_is_sent_away_and_a_busy_one_is_not() {
     let baseline = (daemon.fds(), daemon.rss_kib());
     let idle = connect(&daemon.socket).await;
     let busy = connect(&daemon.socket).await;
+    // The idle one has made a call, and is idle once it ended.
+    let mut send = idle.send.clone().ready().await.unwrap();
+    let (response, mut stream) = send.send_request(request(VERSION), false).unwrap();
+    stream.send_data(version_body(), true).unwrap();
+    let (head, mut body) = response.await.unwrap().into_parts();
+    assert_eq!(head.status, 200);
+    while body.data().await.is_some() {}
+    let _ = body.trailers().await;
+    drop((send, stream, body));
     let started = Instant::now();
     let mut worst = Duration::ZERO;
     while started.elapsed() < Duration::from_millis(2500) {

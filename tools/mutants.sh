@@ -3,7 +3,7 @@
 # testing"). Not part of CI: each mutant is a rebuild. Needs `cargo install cargo-mutants`.
 #
 #   tools/mutants.sh                 every group, results in target/mutants/<group>/
-#   tools/mutants.sh convert         one group (convert, network, forward)
+#   tools/mutants.sh convert         one group (convert, network, forward, limits)
 #   tools/mutants.sh convert --iterate   only what was not caught last time
 #
 # Each group builds and runs only the test binaries that can see its files' behaviour (the
@@ -19,6 +19,8 @@ FILES[network]="src/grpc.rs src/frontend.rs src/backend.rs"
 TESTS[network]="transparency discovery wiring front_door socket config fail_closed matrix cli"
 FILES[forward]="src/forward/mod.rs src/forward/call.rs src/relay/answer.rs src/relay/message.rs src/relay/serve.rs src/relay/upstream.rs src/revision.rs src/convert/cx.rs src/convert/loss.rs src/convert/classes.rs"
 TESTS[forward]="relay scan exceptions fail_closed classification defaults revision transparency config roundtrip exhaustive matrix discovery wiring meaning"
+FILES[limits]="src/relay/admission.rs src/relay/serve.rs"
+TESTS[limits]="limits relay front_door restart"
 
 # Per file: caught / missed / unviable / timeout, as the README's table shows them. After an
 # --iterate run, the last column counts what earlier runs caught or found unviable (not re-run).
@@ -31,7 +33,7 @@ summarise() {
               n[f " unviable"], n[f " timeout"], n[f " previously_caught"] }' | sort
 }
 
-groups=(convert network forward)
+groups=(convert network forward limits)
 if [[ $# -gt 0 && -n "${FILES[$1]:-}" ]]; then
     groups=("$1")
     shift

@@ -119,4 +119,17 @@ mod tests {
         drop(a);
         let _d = admission.admit(1).expect("a slot given back");
     }
+
+    #[test]
+    fn a_run_of_refusals_is_logged_once_and_counted_for_the_next_warning() {
+        let admission = Admission::new(1, 1);
+        let _held = admission.admit(1).unwrap();
+        for _ in 0..4 {
+            assert_eq!(admission.admit(1).unwrap_err(), Refused::Total);
+        }
+        let open = admission.open.lock().unwrap();
+        // The first refusal was logged; the next three wait, counted, for the next warning.
+        assert!(open.last_warned.is_some());
+        assert_eq!(open.refused_since_warned, 3);
+    }
 }
