@@ -21,6 +21,9 @@ FILES[forward]="src/forward/mod.rs src/forward/call.rs src/relay/answer.rs src/r
 TESTS[forward]="relay scan exceptions fail_closed classification defaults revision transparency config roundtrip exhaustive matrix discovery wiring meaning"
 FILES[limits]="src/relay/admission.rs src/relay/serve.rs"
 TESTS[limits]="limits relay front_door restart"
+# Tests left out of a group's runs: the real clients are not in cargo-mutants' copy of the tree.
+declare -A SKIP
+SKIP[limits]="real_clients"
 
 # Per file: caught / missed / unviable / timeout, as the README's table shows them. After an
 # --iterate run, the last column counts what earlier runs caught or found unviable (not re-run).
@@ -49,6 +52,11 @@ for group in "${groups[@]}"; do
     done
     echo "== $group: ${FILES[$group]}"
     mkdir -p "target/mutants/$group"
-    cargo mutants "${args[@]}" "$@" || true # survivors make it exit non-zero; the summary says which
+    skip=()
+    for t in ${SKIP[$group]:-}; do
+        skip+=(--skip "$t")
+    done
+    [[ ${#skip[@]} -gt 0 ]] && skip=(-- -- "${skip[@]}")
+    cargo mutants "${args[@]}" "$@" "${skip[@]}" || true # survivors make it exit non-zero; the summary says which
     summarise "target/mutants/$group/mutants.out"
 done
