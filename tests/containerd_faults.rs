@@ -83,13 +83,6 @@ async fn within_deadline<T>(
     tokio::time::timeout(DEADLINE * 2, call).await.expect("no call outlives its deadline").err()
 }
 
-/// The version cri-bridge speaks to its runtime now, from its own status call.
-async fn bridge_speaks(socket: &Path) -> Option<String> {
-    let status: cri_bridge::forward::BridgeStatus =
-        cri_bridge::probe::ask_bridge(socket, cri_bridge::forward::STATUS_PATH).await.ok()??;
-    status.backends[0].version.clone()
-}
-
 /// Points the runtime socket path cri-bridge dials at `target`, in one rename (as a new
 /// containerd binding the same path would).
 fn point(link: &Path, target: &Path) {
@@ -110,7 +103,7 @@ async fn in_use(
     let mut speaks = None;
     let mut first_ok = None;
     while answering.elapsed() < Duration::from_secs(5) && (speaks.is_none() || first_ok.is_none()) {
-        if speaks.is_none() && bridge_speaks(bridge).await.as_deref() == Some(expected) {
+        if speaks.is_none() && common::bridge_speaks(bridge).await.as_deref() == Some(expected) {
             speaks = Some(answering.elapsed());
         }
         if first_ok.is_none() {

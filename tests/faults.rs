@@ -65,13 +65,6 @@ async fn load(socket: std::path::PathBuf, stop: Arc<AtomicBool>, outcomes: Arc<M
     }
 }
 
-/// The version cri-bridge speaks to its runtime now, from its own status call.
-async fn bridge_speaks(socket: &std::path::Path) -> Option<String> {
-    let status: cri_bridge::forward::BridgeStatus =
-        cri_bridge::probe::ask_bridge(socket, cri_bridge::forward::STATUS_PATH).await.ok()??;
-    status.backends[0].version.clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_killed_restarted_and_replaced_under_load() {
     let dir = TempDir::new("faults");
@@ -100,7 +93,7 @@ async fn runtime_killed_restarted_and_replaced_under_load() {
         let expected = versions[0].as_str();
         let mut in_use = None;
         while answering_at.elapsed() < Duration::from_secs(5) {
-            if bridge_speaks(&bridge.socket).await.as_deref() == Some(expected) {
+            if common::bridge_speaks(&bridge.socket).await.as_deref() == Some(expected) {
                 in_use = Some(answering_at.elapsed());
                 break;
             }

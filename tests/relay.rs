@@ -418,13 +418,7 @@ impl Drop for Misbehaving {
 }
 
 async fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what}: not within 2 s");
+    eventually_within(what, Duration::from_secs(2), check).await
 }
 
 #[tokio::test]
