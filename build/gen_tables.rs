@@ -87,9 +87,10 @@ pub fn generate(schemas: &[&Schema], history: &History, errors: &mut Vec<String>
         }
         writeln!(out, "    ],\n    rpcs: &[").unwrap();
         for r in &schema.rpcs {
+            let since = since(format!("{}.{}.{}", schema.package, r.service, r.method));
             writeln!(
                 out,
-                "        RpcInfo {{ service: {:?}, method: {:?}, request: {:?}, response: {:?}, server_streaming: {} }},",
+                "        RpcInfo {{ service: {:?}, method: {:?}, request: {:?}, response: {:?}, server_streaming: {}, since: {since} }},",
                 r.service, r.method, r.request, r.response, r.server_streaming
             )
             .unwrap();

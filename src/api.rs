@@ -87,6 +87,8 @@ pub struct RpcInfo {
     pub request: &'static str,
     pub response: &'static str,
     pub server_streaming: bool,
+    /// The Kubernetes minor whose schema first has the RPC (9 for every v1alpha1 RPC).
+    pub since: u8,
 }
 
 impl SchemaInfo {

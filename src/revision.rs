@@ -25,7 +25,7 @@ pub fn newest(version: CriVersion) -> u8 {
     match version {
         CriVersion::V1alpha1 => 9,
         CriVersion::V1alpha2 => 25,
-        CriVersion::V1 => 36,
+        CriVersion::V1 => 37,
     }
 }
 
@@ -130,16 +130,26 @@ pub fn parse_release(text: &str) -> Option<(u32, u32, u32)> {
     Some((major, parts.next().flatten().unwrap_or(0), parts.next().flatten().unwrap_or(0)))
 }
 
+/// What the table says of one runtime release speaking one version.
+struct Found {
+    minor: u8,
+    unhonoured: &'static [Unhonoured],
+    /// A later row of the same runtime exists: the release is known, not just "at least".
+    exact: bool,
+}
+
 /// The table's revision for a runtime speaking `version`, and what it does not act on.
-fn lookup(name: &str, release: &str, version: CriVersion) -> Option<(u8, &'static [Unhonoured])> {
+fn lookup(name: &str, release: &str, version: CriVersion) -> Option<Found> {
     let release = parse_release(release)?;
-    let row = TABLE.iter().rfind(|r| r.runtime == name && r.from <= release)?;
+    let at = TABLE.iter().rposition(|r| r.runtime == name && r.from <= release)?;
+    let row = &TABLE[at];
     let minor = match version {
         CriVersion::V1 => row.v1,
         CriVersion::V1alpha2 => row.v1alpha2,
         CriVersion::V1alpha1 => None,
     }?;
-    Some((minor, row.unhonoured))
+    let exact = TABLE[at + 1..].iter().any(|r| r.runtime == name);
+    Some(Found { minor, unhonoured: row.unhonoured, exact })
 }
 
 /// What a runtime reports in `StatusResponse` about the features it implements.
@@ -151,6 +161,8 @@ pub struct Features {
     pub recursive_read_only_mounts: bool,
     /// `features.supplemental_groups_policy`.
     pub supplemental_groups_policy: bool,
+    /// `features.mount_options` (1.37): the runtime applies `Mount.mount_options`.
+    pub mount_options: bool,
 }
 
 impl Features {
@@ -165,6 +177,7 @@ impl Features {
             user_namespaces: all(|f| f.user_namespaces),
             recursive_read_only_mounts: all(|f| f.recursive_read_only_mounts),
             supplemental_groups_policy: status.features.as_ref().is_some_and(|f| f.supplemental_groups_policy),
+            mount_options: status.features.as_ref().is_some_and(|f| f.mount_options),
         }
     }
 }
@@ -185,6 +198,13 @@ pub struct RuntimeProfile {
     pub unhonoured: Vec<Unhonoured>,
     /// `None` when the revision predates the report (or `Status` could not be read).
     pub features: Option<Features>,
+    /// True when the runtime is known to decode no more than `minor` (a bounded table row, or
+    /// `backend.revision`); false when `minor` is only a floor (the newest row of a runtime,
+    /// an unknown runtime). Only then does cri-bridge say itself that an RPC is missing.
+    pub exact: bool,
+    /// The cgroup driver for `RuntimeConfig`, when the runtime cannot answer it: from the
+    /// config or the runtime's `Status` info, or why it is unknown.
+    pub cgroup_driver: crate::runtime_config::Reading,
 }
 
 /// Why the runtime would not act on a field: what the request scan reports.
@@ -229,6 +249,7 @@ const NEEDS_FEATURE: &[FeatureNeed] = &[
     ("LinuxContainerSecurityContext.supplemental_groups_policy", "supplemental groups policy (features)", |f| {
         f.supplemental_groups_policy
     }),
+    ("Mount.mount_options", "mount options (features.mount_options)", |f| f.mount_options),
 ];
 
 impl RuntimeProfile {
@@ -237,11 +258,13 @@ impl RuntimeProfile {
     pub fn from_version(version: CriVersion, name: &str, release: &str, configured: Option<u8>) -> RuntimeProfile {
         let looked_up = lookup(name, release, version);
         let ours = name == crate::memory::RUNTIME_NAME;
-        let (minor, source, unhonoured) = match (configured, looked_up) {
-            (Some(minor), found) => (minor, Source::Config, found.map(|f| f.1.to_vec()).unwrap_or_default()),
-            _ if ours => (newest(version), Source::Table, Vec::new()),
-            (None, Some((minor, unhonoured))) => (minor, Source::Table, unhonoured.to_vec()),
-            (None, None) => (oldest(version), Source::Assumed, vec![AMBIENT]),
+        let (minor, source, unhonoured, exact) = match (configured, looked_up) {
+            (Some(minor), found) => {
+                (minor, Source::Config, found.map(|f| f.unhonoured.to_vec()).unwrap_or_default(), true)
+            }
+            _ if ours => (newest(version), Source::Table, Vec::new(), true),
+            (None, Some(found)) => (found.minor, Source::Table, found.unhonoured.to_vec(), found.exact),
+            (None, None) => (oldest(version), Source::Assumed, vec![AMBIENT], false),
         };
         // A v1alpha2 runtime never has more than the 1.25 schema, whatever is configured.
         let minor = if version == CriVersion::V1 { minor } else { minor.min(newest(version)) };
@@ -253,7 +276,20 @@ impl RuntimeProfile {
             runtime_version: release.to_string(),
             unhonoured,
             features: None,
+            exact,
+            cgroup_driver: Err("not read".to_string()),
         }
+    }
+
+    /// True when the runtime is known to lack an RPC that first appeared in Kubernetes
+    /// 1.`since` (an RPC its version has, but its revision predates).
+    pub fn lacks_rpc(&self, since: u8) -> bool {
+        self.exact && since > self.minor
+    }
+
+    /// True when the runtime answers `RuntimeConfig` itself, as far as cri-bridge knows.
+    pub fn has_runtime_config(&self) -> bool {
+        self.version == CriVersion::V1 && self.minor >= crate::runtime_config::SINCE
     }
 
     /// A profile for a version with nothing known about the runtime (an image endpoint that

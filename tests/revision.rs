@@ -46,7 +46,7 @@ fn patch_boundaries_and_versions_of_the_table() {
     assert_eq!(RuntimeProfile::from_version(V1alpha1, "containerd", "1.7.24", None).minor, 9);
     // cri-bridge's own runtime is of its own schema; unknown ones only ignore ambient capabilities.
     let ours = RuntimeProfile::from_version(V1, cri_bridge::memory::RUNTIME_NAME, "0.1.0", None);
-    assert_eq!((ours.minor, ours.unhonoured.len()), (36, 0));
+    assert_eq!((ours.minor, ours.unhonoured.len()), (37, 0));
     let unknown = RuntimeProfile::unknown(V1, None);
     assert_eq!(unknown.unhonoured.len(), 1);
     assert!(unknown.to_string().contains("set backend.revision"), "{unknown}");
@@ -63,18 +63,32 @@ fn features_count_when_every_handler_reports_them() {
     };
     let status = |handlers, sgp| v1::StatusResponse {
         runtime_handlers: handlers,
-        features: Some(v1::RuntimeFeatures { supplemental_groups_policy: sgp, user_namespaces_host_network: false }),
+        features: Some(v1::RuntimeFeatures {
+            supplemental_groups_policy: sgp,
+            user_namespaces_host_network: false,
+            mount_options: false,
+        }),
         ..Default::default()
     };
     let both = Features::from_status(&status(vec![handler("", true, true), handler("runsc", true, true)], true));
     assert_eq!(
         both,
-        Features { user_namespaces: true, recursive_read_only_mounts: true, supplemental_groups_policy: true }
+        Features {
+            user_namespaces: true,
+            recursive_read_only_mounts: true,
+            supplemental_groups_policy: true,
+            mount_options: false
+        }
     );
     let one_lacks = Features::from_status(&status(vec![handler("", true, true), handler("runsc", false, true)], false));
     assert_eq!(
         one_lacks,
-        Features { user_namespaces: false, recursive_read_only_mounts: true, supplemental_groups_policy: false }
+        Features {
+            user_namespaces: false,
+            recursive_read_only_mounts: true,
+            supplemental_groups_policy: false,
+            mount_options: false
+        }
     );
     assert!(!Features::from_status(&status(vec![], true)).user_namespaces, "no handler reports nothing");
     let silent = v1::StatusResponse {
@@ -94,8 +108,12 @@ fn a_missing_feature_blocks_only_its_fields() {
     let schema = V1.schema();
     let id = |f: &str| schema.field_by_name(f).unwrap().1.id;
     let mut profile = RuntimeProfile::from_version(V1, "containerd", "2.3.0", None);
-    profile.features =
-        Some(Features { user_namespaces: true, recursive_read_only_mounts: false, supplemental_groups_policy: false });
+    profile.features = Some(Features {
+        user_namespaces: true,
+        recursive_read_only_mounts: false,
+        supplemental_groups_policy: false,
+        mount_options: false,
+    });
     let blocked = profile.blocked(schema);
     assert_eq!(blocked[id("NamespaceOption.userns_options")], None);
     assert!(matches!(blocked[id("Mount.recursive_read_only")], Some(Block::FeatureMissing(_))));
@@ -116,7 +134,7 @@ fn a_missing_feature_blocks_only_its_fields() {
 
 #[tokio::test]
 async fn a_runtime_configured_newer_than_the_schema_gets_unknown_fields() {
-    for (revision, passes) in [(36, false), (37, true)] {
+    for (revision, passes) in [(37, false), (38, true)] {
         let dir = TempDir::new("newer");
         let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
         let mut config = common::config(&dir, &dir.path("runtime.sock"), None);

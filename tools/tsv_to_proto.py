@@ -8,6 +8,15 @@ Usage: tools/tsv_to_proto.py tests/schema/v1.tsv runtime.v1 > proto/v1/api.proto
 import csv
 import sys
 
+# Fields marked `[debug_redact = true]` upstream (cri-api v0.34.0 on): secrets, never to be logged.
+# The tables do not record field options other than `deprecated`, so they are named here.
+DEBUG_REDACT = {
+    "runtime.v1.AuthConfig.password",
+    "runtime.v1.AuthConfig.auth",
+    "runtime.v1.AuthConfig.identity_token",
+    "runtime.v1.AuthConfig.registry_token",
+}
+
 VERSION_NOTE = {
     "runtime": "v1alpha1 (Kubernetes <= 1.9)",
     "runtime.v1alpha2": "v1alpha2 (Kubernetes 1.10 - 1.25)",
@@ -79,6 +88,8 @@ def main(path, pkg):
             for field, number, typ, label, extra in messages[name]:
                 prefix = "repeated " if label == "repeated" else ""
                 opts = " [deprecated = true]" if extra == "deprecated" else ""
+                if "%s.%s.%s" % (pkg, name, field) in DEBUG_REDACT:
+                    opts = " [debug_redact = true]"
                 out.append("  %s%s %s = %d%s;" % (prefix, type_ref(typ, name), field, number, opts))
             out += ["}", ""]
         else:

@@ -106,6 +106,10 @@ pub const FIELDS: &[Classified] = &[
     security("Mount.gidMappings", "ID-mapped mount: without it files appear with host IDs"),
     security("Mount.image", "image volume: without it the mount source changes meaning"),
     security("Mount.image_sub_path", "image volume sub-path: without it the whole image is mounted"),
+    security(
+        "Mount.mount_options",
+        "bind-mount options (noexec, nodev, nosuid): without them the mount allows what they forbid",
+    ),
     security("Mount.propagation", "a propagation mode the target lacks would become private or shared"),
     security("Mount.recursive_read_only", "without it submounts stay writable"),
     security("Mount.uidMappings", "ID-mapped mount: without it files appear with host IDs"),

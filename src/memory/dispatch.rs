@@ -71,6 +71,8 @@ impl MemoryRuntime {
             "ListPodSandboxMetrics" => list_pod_sandbox_metrics,
             "RuntimeConfig" => runtime_config,
             "UpdatePodSandboxResources" => update_pod_sandbox_resources,
+            "CheckpointPod" => checkpoint_pod,
+            "RestorePod" => restore_pod,
             "ListImages" => list_images,
             "ImageStatus" => image_status,
             "PullImage" => pull_image,
@@ -271,7 +273,7 @@ mod tests {
         }
         let total: usize = CriVersion::NEWEST_FIRST.iter().map(|v| v.schema().rpcs.len()).sum();
         assert_eq!(rt.calls(), total as u64);
-        assert_eq!(CriVersion::V1.schema().rpcs.len(), 41);
+        assert_eq!(CriVersion::V1.schema().rpcs.len(), 43);
     }
 
     #[tokio::test]

@@ -28,6 +28,7 @@
 //!   `Container`), what the tests read of it (metadata, calls), and the helpers every file uses.
 //! - `runtime`: Version, Status, UpdateRuntimeConfig and RuntimeConfig.
 //! - `lifecycle`: pods and containers: their state machine, statuses and updates, found by ID.
+//! - `checkpoint`: CheckpointPod and RestorePod.
 //! - `images`: the ImageService, and references normalized as docker does.
 //! - `filters`: the List* calls of pods, containers and their stats, and their filters.
 //! - `stats`: stats and metrics of containers and pods.
@@ -40,6 +41,7 @@
 //! [`Handler`]: crate::grpc::Handler
 //! [`CriServer`]: crate::grpc::CriServer
 
+mod checkpoint;
 mod dispatch;
 mod exec_sync;
 mod filters;
@@ -106,6 +108,11 @@ struct State {
     containers: Vec<Container>,
     images: Vec<v1::Image>,
     pod_cidr: String,
+    /// `Version`'s runtime name and version, when a test makes the runtime pose as another.
+    identity: Option<(String, String)>,
+    /// What `RuntimeConfig` answers and `Status` verbose info describes, as containerd does;
+    /// `None`: `RuntimeConfig` is unimplemented (as in containerd 1.7) and `Status` names none.
+    cgroup_driver: Option<v1::CgroupDriver>,
     /// Source of pod IPs (10.88.0.0/16, as containerd's default bridge) and of fake PIDs.
     next_ip: u32,
     next_pid: u32,
@@ -145,7 +152,8 @@ impl MemoryRuntime {
             new_image(PRELOADED_IMAGES[0], 320_368, Some(65535), true),
             new_image(PRELOADED_IMAGES[1], 2_167_176, Some(0), false),
         ];
-        let state = State { images, next_ip: 2, next_pid: 1000, ..State::default() };
+        let cgroup_driver = Some(v1::CgroupDriver::Systemd);
+        let state = State { images, cgroup_driver, next_ip: 2, next_pid: 1000, ..State::default() };
         Arc::new(MemoryRuntime {
             state: Mutex::new(state),
             metadata: Mutex::new(HashMap::new()),
@@ -192,6 +200,18 @@ impl MemoryRuntime {
     /// shutdown need not wait for them. [`serve_memory`] calls it when its shutdown completes.
     pub fn end_streams(&self) {
         self.closing.send_replace(true);
+    }
+
+    /// Makes `Version` report `name` and `version` instead of [`RUNTIME_NAME`] (tests: a runtime
+    /// cri-bridge's revision table does not know).
+    pub fn set_identity(&self, name: &str, version: &str) {
+        self.state().identity = Some((name.to_string(), version.to_string()));
+    }
+
+    /// The cgroup driver `RuntimeConfig` answers and `Status` verbose info describes (in
+    /// containerd's form); `None` makes `RuntimeConfig` unimplemented. Systemd by default.
+    pub fn set_cgroup_driver(&self, driver: Option<v1::CgroupDriver>) {
+        self.state().cgroup_driver = driver;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -1,6 +1,6 @@
 //! The calls about the runtime itself: Version, Status, UpdateRuntimeConfig and RuntimeConfig.
 
-use super::{json_string, MemoryRuntime, RUNTIME_NAME};
+use super::{MemoryRuntime, RUNTIME_NAME};
 use crate::api::v1;
 use crate::version::CriVersion;
 use std::collections::HashMap;
@@ -13,10 +13,12 @@ impl MemoryRuntime {
     }
 
     pub(super) fn version_as(&self, served: CriVersion, _req: v1::VersionRequest) -> v1::VersionResponse {
+        let (runtime_name, runtime_version) =
+            self.state().identity.clone().unwrap_or_else(|| (RUNTIME_NAME.into(), env!("CARGO_PKG_VERSION").into()));
         v1::VersionResponse {
             version: "0.1.0".into(),
-            runtime_name: RUNTIME_NAME.into(),
-            runtime_version: env!("CARGO_PKG_VERSION").into(),
+            runtime_name,
+            runtime_version,
             runtime_api_version: served.as_str().into(),
         }
     }
@@ -25,7 +27,19 @@ impl MemoryRuntime {
         let condition = |kind: &str| v1::RuntimeCondition { r#type: kind.into(), status: true, ..Default::default() };
         let mut info = HashMap::new();
         if req.verbose {
-            let config = format!("{{\"podCIDR\":{}}}", json_string(&self.state().pod_cidr));
+            let state = self.state();
+            let mut config = serde_json::json!({ "podCIDR": state.pod_cidr });
+            // The CRI plugin's config as containerd 1.5–1.7 print it: the default runtime and
+            // its runc options, where the cgroup driver is read from.
+            if let Some(driver) = state.cgroup_driver {
+                let runc = serde_json::json!({
+                    "runtimeType": "io.containerd.runc.v2",
+                    "options": { "SystemdCgroup": driver == v1::CgroupDriver::Systemd },
+                });
+                config["containerd"] =
+                    serde_json::json!({ "defaultRuntimeName": "runc", "runtimes": { "runc": runc } });
+            }
+            let config = config.to_string();
             info.insert("config".to_string(), config);
         }
         let features = v1::RuntimeHandlerFeatures { recursive_read_only_mounts: true, user_namespaces: true };
@@ -40,6 +54,7 @@ impl MemoryRuntime {
             features: Some(v1::RuntimeFeatures {
                 supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
+                mount_options: true,
             }),
         })
     }
@@ -55,7 +70,10 @@ impl MemoryRuntime {
     }
 
     pub fn runtime_config(&self, _req: v1::RuntimeConfigRequest) -> Result<v1::RuntimeConfigResponse, Status> {
-        let linux = v1::LinuxRuntimeConfiguration { cgroup_driver: v1::CgroupDriver::Systemd as i32 };
+        // grpc-go's words for a method the service has but does not implement.
+        let driver =
+            self.state().cgroup_driver.ok_or_else(|| Status::unimplemented("method RuntimeConfig not implemented"))?;
+        let linux = v1::LinuxRuntimeConfiguration { cgroup_driver: driver as i32 };
         Ok(v1::RuntimeConfigResponse { linux: Some(linux) })
     }
 }
