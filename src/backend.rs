@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::relay::upstream::Upstream;
 use crate::revision::{Block, Features, RuntimeProfile};
+use crate::runtime_config::{self, CgroupDriver, KnownDriver};
 use crate::version::CriVersion;
 use bytes::Bytes;
 use prost::Message;
@@ -62,6 +63,8 @@ pub struct Pins {
     pub version: Option<CriVersion>,
     /// `backend.revision`: overrides the revision table.
     pub revision: Option<u8>,
+    /// `emulate.runtime_config.cgroup_driver`: overrides the runtime's `Status` info.
+    pub cgroup_driver: Option<CgroupDriver>,
 }
 
 /// Whether the runtime answers, and since when.
@@ -84,20 +87,13 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(
-        endpoint: String,
-        role: Role,
-        socket: PathBuf,
-        pinned: Option<CriVersion>,
-        revision: Option<u8>,
-        max_message_size: usize,
-    ) -> Backend {
+    pub fn new(endpoint: String, role: Role, socket: PathBuf, pins: Pins, max_message_size: usize) -> Backend {
         Backend {
             endpoint,
             role,
             upstream: Upstream::new(socket, crate::front_door::MAX_HEADER_LIST_SIZE),
             max_message_size,
-            pins: RwLock::new(Pins { version: pinned, revision }),
+            pins: RwLock::new(pins),
             discovered: RwLock::new(None),
             probing: Mutex::new(()),
             health: std::sync::Mutex::new(Health { up: false, since: std::time::SystemTime::now() }),
@@ -176,6 +172,21 @@ impl Backend {
             if runtime.source == crate::revision::Source::Assumed {
                 tracing::warn!(endpoint = %self.endpoint, "{runtime}");
             }
+            if self.role == Role::Runtime && !runtime.has_runtime_config() {
+                match &runtime.cgroup_driver {
+                    Ok(driver) => tracing::info!(
+                        endpoint = %self.endpoint,
+                        "RuntimeConfig: where the runtime lacks it, cri-bridge answers cgroup driver {driver}: {}",
+                        runtime_config::kubelets(true)
+                    ),
+                    Err(why) => tracing::warn!(
+                        endpoint = %self.endpoint,
+                        "RuntimeConfig: where the runtime lacks it, it is answered UNIMPLEMENTED, since the cgroup \
+                         driver is unknown ({why}): {}",
+                        runtime_config::kubelets(false)
+                    ),
+                }
+            }
         }
         Ok(found)
     }
@@ -230,6 +241,12 @@ impl Backend {
             if profile.reports_features() {
                 profile.features = Some(self.features().await);
             }
+            if self.role == Role::Runtime && !profile.has_runtime_config() {
+                profile.cgroup_driver = match pins.cgroup_driver {
+                    Some(driver) => Ok(KnownDriver { driver, source: runtime_config::Source::Config }),
+                    None => self.cgroup_driver(version).await,
+                };
+            }
             return Ok((version, profile));
         }
         Err(Error::NoCri { endpoint: self.endpoint.clone() })
@@ -251,6 +268,19 @@ impl Backend {
                 Features::default()
             }
         }
+    }
+
+    /// The cgroup driver named in the runtime's `Status` verbose info (asked in `version`:
+    /// `StatusRequest.verbose` and `StatusResponse.info` have the same numbers in every version).
+    async fn cgroup_driver(&self, version: CriVersion) -> runtime_config::Reading {
+        let info = version.schema().rpc("RuntimeService", "Status").expect("every CRI version has Status");
+        let request = v1::StatusRequest { verbose: true }.encode_to_vec();
+        let answer = self
+            .unary(Rpc { version, info }, &request)
+            .await
+            .map_err(|status| format!("its Status (verbose) failed: {:?} {}", status.code(), status.message()))?;
+        let status = v1::StatusResponse::decode(answer).map_err(|e| format!("its StatusResponse is invalid: {e}"))?;
+        runtime_config::from_status_info(&status.info)
     }
 
     /// Calls `Version` as `version`; the answer decodes the same in every version.

@@ -2,6 +2,7 @@
 //! Every option is documented in `config.example.yaml`.
 
 use crate::convert::policy::Action;
+use crate::runtime_config::CgroupDriver;
 use crate::version::CriVersion;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -43,6 +44,22 @@ struct File {
     metrics: MetricsFile,
     #[serde(default)]
     limits: LimitsFile,
+    #[serde(default)]
+    emulate: EmulateFile,
+}
+
+/// What cri-bridge answers for a runtime that cannot (`emulate.*`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmulateFile {
+    #[serde(default)]
+    runtime_config: RuntimeConfigFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeConfigFile {
+    cgroup_driver: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -273,6 +290,9 @@ pub struct Config {
     /// `metrics.listen`: `None` serves no metrics.
     pub metrics_listen: Option<MetricsListen>,
     pub limits: Limits,
+    /// `emulate.runtime_config.cgroup_driver`: the runtime's cgroup driver, for `RuntimeConfig`
+    /// when the runtime cannot answer it (`None`: read from the runtime's `Status` info).
+    pub cgroup_driver: Option<CgroupDriver>,
 }
 
 impl Default for Config {
@@ -293,6 +313,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             metrics_listen: None,
             limits: Limits::default(),
+            cgroup_driver: None,
         }
     }
 }
@@ -379,6 +400,12 @@ impl Config {
         }
         config.metrics_listen = file.metrics.listen.as_deref().map(MetricsListen::parse).transpose()?;
         config.limits = Limits::read(file.limits)?;
+        config.cgroup_driver = file
+            .emulate
+            .runtime_config
+            .cgroup_driver
+            .map(|d| d.parse().map_err(|e: String| invalid(crate::runtime_config::CONFIG_KEY, e)))
+            .transpose()?;
         config.validate()?;
         Ok(config)
     }

@@ -14,6 +14,11 @@ pub enum Error {
     #[error("{rpc} is not available: the backend speaks CRI {backend}, which has no such RPC")]
     NotInBackendVersion { rpc: String, backend: CriVersion },
 
+    /// The runtime's revision predates the RPC: it has no such method (UNIMPLEMENTED, as it
+    /// would answer itself).
+    #[error("{rpc} is not available: the runtime speaks {runtime}, which predates it (Kubernetes 1.{since})")]
+    NotInRuntimeRevision { rpc: String, since: u8, runtime: String },
+
     /// The caller's message does not decode against its version's schema.
     #[error("{rpc}: the request is not a valid CRI {version} {message}: {detail}")]
     BadRequest { rpc: String, version: CriVersion, message: &'static str, detail: String },
@@ -38,7 +43,7 @@ impl From<Error> for Status {
     fn from(error: Error) -> Status {
         let code = match &error {
             Error::Refused(_) => Code::FailedPrecondition,
-            Error::NotInBackendVersion { .. } => Code::Unimplemented,
+            Error::NotInBackendVersion { .. } | Error::NotInRuntimeRevision { .. } => Code::Unimplemented,
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } => Code::Internal,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,

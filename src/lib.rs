@@ -16,6 +16,8 @@
 //! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
 //! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
 //!   the features it reports.
+//! - [`runtime_config`]: the cgroup driver of a runtime that cannot answer `RuntimeConfig`
+//!   itself, from the config or the runtime's `Status` info (pure).
 //! - [`forward`]: the one forwarding path: what each call does (passthrough or convert, unary
 //!   and streaming), decided per RPC and backend version at start; and cri-bridge's own
 //!   questions on the same socket (`probe`'s status, the callers report).
@@ -52,6 +54,7 @@ pub mod relay;
 pub mod reload;
 pub mod revision;
 pub mod run;
+pub mod runtime_config;
 pub mod systemd;
 pub mod version;
 

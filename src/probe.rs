@@ -1,7 +1,7 @@
 //! `cri-bridge probe SOCKET`: which CRI versions a runtime serves, and which kubelets can use it
 //! directly or through cri-bridge.
 
-use crate::backend::{Backend, Role};
+use crate::backend::{Backend, Pins, Role};
 use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
 use crate::forward::{BridgeStatus, STATUS_PATH};
@@ -99,8 +99,7 @@ pub async fn probe_runtime(socket: &Path) -> Result<ProbeReport, Error> {
         endpoint.clone(),
         Role::Runtime,
         socket.to_path_buf(),
-        None,
-        None,
+        Pins::default(),
         crate::config::DEFAULT_MAX_MESSAGE_SIZE,
     );
     let mut report = ProbeReport {

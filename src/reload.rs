@@ -81,9 +81,15 @@ impl Live {
             old.image_revision = new.image_revision;
             applied.changed.push("backend.image_revision");
         }
-        self.runtime.set_pins(Pins { version: old.backend_version, revision: old.backend_revision });
+        if new.cgroup_driver != old.cgroup_driver {
+            old.cgroup_driver = new.cgroup_driver;
+            applied.changed.push(crate::runtime_config::CONFIG_KEY);
+        }
+        let cgroup_driver = old.cgroup_driver;
+        self.runtime.set_pins(Pins { version: old.backend_version, revision: old.backend_revision, cgroup_driver });
         if !Arc::ptr_eq(&self.runtime, &self.image) {
-            self.image.set_pins(Pins { version: old.backend_version, revision: old.image_revision });
+            let pins = Pins { version: old.backend_version, revision: old.image_revision, cgroup_driver: None };
+            self.image.set_pins(pins);
         }
         let restart_only = [
             ("listen.path", new.listen_path != old.listen_path),

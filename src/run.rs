@@ -1,7 +1,7 @@
 //! Starting and stopping the daemon: `run(config, shutdown)` wires the backend(s), the
 //! forwarder and the frontend socket, serves until `shutdown` completes, then drains and cleans up.
 
-use crate::backend::{Backend, Role};
+use crate::backend::{Backend, Pins, Role};
 use crate::callers::Callers;
 use crate::config::{Config, Endpoint};
 use crate::convert::policy::LossPolicy;
@@ -63,14 +63,8 @@ fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) ->
         Role::Runtime => config.backend_revision,
         Role::Images => config.image_revision,
     };
-    Arc::new(Backend::new(
-        endpoint.to_string(),
-        role,
-        socket,
-        config.backend_version,
-        revision,
-        config.max_message_size,
-    ))
+    let pins = Pins { version: config.backend_version, revision, cgroup_driver: config.cgroup_driver };
+    Arc::new(Backend::new(endpoint.to_string(), role, socket, pins, config.max_message_size))
 }
 
 /// Runs the proxy until `shutdown` completes.

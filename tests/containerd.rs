@@ -554,8 +554,7 @@ async fn assert_direct_versions(ctd: &Containerd) -> String {
         endpoint,
         cri_bridge::backend::Role::Runtime,
         ctd.socket.clone(),
-        None,
-        None,
+        cri_bridge::backend::Pins::default(),
         cri_bridge::config::DEFAULT_MAX_MESSAGE_SIZE,
     );
     let mut served = Vec::new();

@@ -31,7 +31,8 @@ pub struct Limits<'a> {
     pub unknown: bool,
     /// Per field id, why the runtime would not act on the field; `None`: report nothing of it.
     pub blocked: Option<&'a [Option<Block>]>,
-    /// The runtime's revision, for enum values (with `blocked`).
+    /// The revision the runtime decodes at least, for enum values (with `blocked`): its own,
+    /// or that of the RPC called, if newer (a runtime that serves an RPC decodes its schema).
     pub minor: u8,
 }
 
@@ -136,7 +137,11 @@ impl<'s> Walk<'s, '_, '_> {
                 }
                 continue;
             };
-            if let Some(block) = self.limits.blocked.and_then(|b| b[field.id]) {
+            let block = self.limits.blocked.and_then(|b| b[field.id]);
+            // A field the runtime decodes after all: one of the RPC's own revision (`minor`).
+            if let Some(block) =
+                block.filter(|b| !matches!(b, Block::Revision { field, .. } if *field <= self.limits.minor))
+            {
                 if found.is_set(field) && !is_carried_anyway(info, field, found.value, whole) {
                     self.lose(message, field, path, LossReason::Blocked(block));
                 }

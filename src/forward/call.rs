@@ -153,7 +153,17 @@ impl Forwarder {
             let found = backend.version().await?;
             *backend_version = Some(found.version);
             let plan = method.plan(found.version);
-            let Some(uri) = &plan.backend else {
+            let runtime = &found.profile.runtime;
+            let missing = match &plan.backend {
+                None => Some(Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version }),
+                Some(_) if runtime.lacks_rpc(plan.since) => Some(Error::NotInRuntimeRevision {
+                    rpc: rpc.name(),
+                    since: plan.since,
+                    runtime: runtime.to_string(),
+                }),
+                Some(_) => None,
+            };
+            if let Some(error) = missing {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
                 // reconnection) in between: ask again before saying it lacks the RPC, at most
                 // once a second.
@@ -162,8 +172,12 @@ impl Forwarder {
                     retried = true;
                     continue;
                 }
-                return Err(Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version }.into());
-            };
+                if let Some(emulated) = emulate(rpc, &found) {
+                    return Ok(answer_message(answer, emulated).await?);
+                }
+                return Err(error.into());
+            }
+            let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
             let outgoing = match self.convert_request(rpc, plan, &found, &message)? {
                 None => frame.clone(),
                 Some(converted) => message::frame(&converted),
@@ -196,14 +210,15 @@ impl Forwarder {
                 Ok(response) => response,
                 Err(error) => return Err(self.runtime_failed(backend, error, answer)),
             };
-            if response.body().is_end_stream()
-                && grpc_code(response.headers()) == Some(Code::Unimplemented)
-                && !retried
-                && backend.is_stale(&found)
-            {
+            let unimplemented =
+                response.body().is_end_stream() && grpc_code(response.headers()) == Some(Code::Unimplemented);
+            if unimplemented && !retried && backend.is_stale(&found) {
                 backend.forget();
                 retried = true;
                 continue;
+            }
+            if let (true, Some(emulated)) = (unimplemented, emulate(rpc, &found)) {
+                return Ok(answer_message(answer, emulated).await?);
             }
             return self.relay_answer(rpc, plan, &found, backend, response, answer).await;
         }
@@ -366,18 +381,30 @@ async fn read_request_body(mut body: RecvStream, limit: usize) -> Result<(), ()>
 
 /// Answers a question of cri-bridge's own: one JSON message, status OK.
 async fn answer_control(answer: &mut Answer, json: Vec<u8>) {
-    let mut head = http::Response::new(());
-    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
-    let sent = async {
-        answer.head(head, false)?;
-        answer.data(message::frame(&json)).await?;
-        let mut trailers = HeaderMap::new();
-        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-        answer.trailers(trailers)
-    };
-    if sent.await.is_err() {
+    if answer_message(answer, json).await.is_err() {
         tracing::debug!("the caller of a control call went away");
     }
+}
+
+/// Answers a call with one message of cri-bridge's own, status OK.
+async fn answer_message(answer: &mut Answer, message: Vec<u8>) -> Result<Code, CallerGone> {
+    let mut head = http::Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    answer.head(head, false)?;
+    answer.data(message::frame(&message)).await?;
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    answer.trailers(trailers)?;
+    Ok(Code::Ok)
+}
+
+/// cri-bridge's own answer to a call the runtime cannot answer, where it knows what the
+/// runtime would say (DESIGN principle 12): `RuntimeConfig` from the runtime's cgroup driver.
+fn emulate(rpc: Rpc, found: &Discovered) -> Option<Vec<u8>> {
+    let is_runtime_config = rpc.version == CriVersion::V1 && rpc.info.method == "RuntimeConfig";
+    let driver = found.profile.runtime.cgroup_driver.as_ref().ok().filter(|_| is_runtime_config)?;
+    tracing::debug!(driver = %driver, "RuntimeConfig answered by cri-bridge");
+    Some(crate::runtime_config::answer(driver.driver))
 }
 
 /// The deadline passed while cri-bridge held the call.

@@ -35,6 +35,9 @@ struct Plan {
     version: CriVersion,
     /// The RPC's URI in the backend's version; `None` when that version lacks it.
     backend: Option<http::Uri>,
+    /// The Kubernetes minor that first has the RPC in the backend's version: a runtime that
+    /// serves the RPC decodes at least that revision.
+    since: u8,
     request: Route,
     response: Route,
     /// The request message in the frontend schema, for the unknown-field scan.
@@ -145,7 +148,9 @@ impl Forwarder {
             // A runtime newer than cri-bridge's schema may know what cri-bridge does not.
             unknown: !profile.runtime.is_newer_than_schema(),
             blocked: Some(&profile.blocked),
-            minor: profile.runtime.minor,
+            // A runtime that serves the RPC (else it answers UNIMPLEMENTED, and nothing runs)
+            // decodes at least the RPC's revision, whatever its assumed revision.
+            minor: profile.runtime.minor.max(plan.since),
         };
         let backend_schema = found.version.schema();
         let mut losses = Vec::new();
@@ -229,6 +234,7 @@ fn plan(rpc: Rpc, backend: CriVersion) -> Plan {
     };
     Plan {
         version: backend,
+        since: target.map_or(0, |t| t.info.since),
         backend: target.map(uri),
         request,
         response,
