@@ -4,6 +4,9 @@
 #   target/clients/bin/cri-session-v1        k8s.io/cri-api's runtime/v1 (gogo protobuf)
 #   target/clients/bin/cri-session-v1alpha2  generated here from proto/v1alpha2/api.proto
 #   target/clients/bin/cri-session-v1alpha1  generated here from proto/v1alpha1/api.proto
+#   target/clients/bin/cri-kubelet-v1        kubelet.go: a kubelet 1.29+'s calls, on k8s.io/cri-api's v1
+#   target/clients/bin/cri-streams-v1        streams.go: the v1 Stream* calls, on stubs generated here
+#                                            from proto/v1/api.proto (cri-api 0.32 has no Stream* RPCs)
 #
 # Run as root on Debian bookworm (it apt-get installs what is missing); idempotent. The build is
 # offline, in GOPATH mode, on a private GOPATH (target/clients/gopath) whose src merges Debian's
@@ -101,6 +104,19 @@ for v in v1alpha2 v1alpha1; do
     die "$plugin wrote no grpc client into cri/$v/api.pb.go (plugins=grpc unsupported?)"
 done
 
+# proto/v1 follows the newest Kubernetes schema, whose field options may be newer than this protoc
+# (3.21 knows no `debug_redact`, cri-api 0.34+). Field options never change the wire, so a copy
+# without `debug_redact` and `deprecated` options is what gets generated.
+mkdir -p "$out/proto-v1" "$ours/cri/v1"
+perl -pe 's{\s*\[([^\]]*)\]}{ my @o = grep { !/^\s*(debug_redact|deprecated)\s*=\s*\w+\s*$/ } split(/,/, $1); @o ? " [" . join(",", @o) . "]" : "" }ge' \
+  "$top/proto/v1/api.proto" >"$out/proto-v1/api.proto" || die "could not copy proto/v1/api.proto"
+protoc -I "$out/proto-v1" --plugin="protoc-gen-go=$plugin" \
+  --go_opt="Mapi.proto=cribridge/cri/v1" --go_opt=paths=source_relative \
+  --go_out="plugins=grpc:$ours/cri/v1" "$out/proto-v1/api.proto" ||
+  die "protoc failed on proto/v1/api.proto (copied to $out/proto-v1/api.proto without debug_redact/deprecated)"
+grep -q 'StreamContainers' "$ours/cri/v1/api.pb.go" ||
+  die "cri/v1/api.pb.go has no StreamContainers client (proto/v1/api.proto without Stream* RPCs?)"
+
 # --- the three main packages ----------------------------------------------------------------
 # session.go is written against k8s.io/cri-api's v1 package; for the other versions its one
 # import of it is pointed at our generated package. version_*.go holds what really differs.
@@ -126,6 +142,15 @@ for v in v1 v1alpha2 v1alpha1; do
   (cd "$main" && go build -tags "cri_$v" -o "$bin/cri-session-$v" .) || die "go build of cri-session-$v failed"
 done
 
+# --- the kubelet replay and the streams client ----------------------------------------------
+for tool in kubelet streams; do
+  main=$ours/cmd/cri-$tool-v1
+  rm -rf "$main"
+  mkdir -p "$main"
+  cp "$here/$tool.go" "$main/"
+  (cd "$main" && go build -tags "cri_$tool" -o "$bin/cri-$tool-v1" .) || die "go build of cri-$tool-v1 failed"
+done
+
 version() { dpkg-query -W -f '${Version}' "$1"; }
 echo "build.sh: built with $(go version | cut -d' ' -f3), grpc-go $(version golang-google-grpc-dev)," \
   "protoc-gen-go $plugin_package $(version "$plugin_package"), protoc $(version protobuf-compiler)," \
@@ -134,3 +159,5 @@ echo "build.sh: built with $(go version | cut -d' ' -f3), grpc-go $(version gola
 for v in v1 v1alpha2 v1alpha1; do
   echo "$bin/cri-session-$v"
 done
+echo "$bin/cri-kubelet-v1"
+echo "$bin/cri-streams-v1"
