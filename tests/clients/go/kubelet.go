@@ -381,7 +381,7 @@ func (k *kubelet) run(podCIDR string) error {
 func (k *kubelet) sandboxConfig() *runtimeapi.PodSandboxConfig {
 	p := k.pod
 	labels := map[string]string{
-		"run":                        p.name, // the pod's own label (kubectl run's)
+		"run":                         p.name, // the pod's own label (kubectl run's)
 		"io.kubernetes.pod.name":      p.name,
 		"io.kubernetes.pod.namespace": p.namespace,
 		"io.kubernetes.pod.uid":       p.uid,
