@@ -20,7 +20,11 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ -f "$keyring" ] || { echo "$keyring is missing: apt-get install debian-archive-keyring" >&2; exit 1; }
 {
   echo "deb [signed-by=$keyring] http://deb.debian.org/debian $suite main"
-  echo "deb [signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main"
+  # sid (unstable) has no security suite.
+  case $suite in
+    sid | unstable) ;;
+    *) echo "deb [signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main" ;;
+  esac
 } >"$apt_root/sources.list"
 apt_opts=(
   -o "Dir::Etc::SourceList=$apt_root/sources.list"

@@ -5,13 +5,14 @@
 //! the test's own on 127.0.0.1 (`registry`). Stopped, with its shims and their containers, by
 //! `Drop`, so a panicking test leaves nothing running or mounted.
 //!
-//! Three containerd builds can be started (`Build`): the one on PATH (Debian bookworm's 1.6.20),
-//! and 1.4.13 and 1.7.24 unpacked from other Debian suites by `tools/debian-unpack.sh`.
+//! Four containerd builds can be started (`Build`): the one on PATH (Debian bookworm's 1.6.20),
+//! and 1.4.13, 1.7.24 and 2.1.9 unpacked from other Debian suites by `tools/debian-unpack.sh`;
+//! each with runc's cgroups managed by cgroupfs (the default) or by systemd (`Options`).
 #![allow(dead_code)]
 
 mod registry;
 
-use cri_bridge::api::v1alpha2;
+use cri_bridge::api::{v1, v1alpha2};
 use cri_bridge::CriVersion::{self, V1alpha2, V1};
 pub use registry::Registry;
 use std::collections::{HashMap, HashSet};
@@ -46,6 +47,22 @@ pub enum Build {
     V1_4,
     /// Debian trixie's 1.7.24: CRI v1 and v1alpha2.
     V1_7,
+    /// Debian sid's 2.1.9: CRI v1 only; answers `RuntimeConfig` itself. Configured in version 3
+    /// of the format (the CRI plugin split into `io.containerd.cri.v1.runtime` and
+    /// `io.containerd.cri.v1.images`); it would also take the version 2 file, migrating it with a
+    /// warning.
+    V2_1,
+}
+
+/// How a containerd is configured beyond the defaults every test shares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// runc's `SystemdCgroup` option of the default runtime (`runc`, `io.containerd.runc.v2`):
+    /// containers' cgroups made by systemd (`slice:prefix:name` paths) rather than by runc
+    /// writing cgroupfs. Only the runtime's `options` table is set; 1.4's CRI plugin also has a
+    /// top-level `systemd_cgroup`, which is for the legacy `io.containerd.runtime.v1.linux` shim
+    /// only and is left unset.
+    pub systemd_cgroup: bool,
 }
 
 impl Build {
@@ -55,6 +72,7 @@ impl Build {
             Build::System => None,
             Build::V1_4 => Some(("bullseye", "target/debian/containerd-1.4.13")),
             Build::V1_7 => Some(("trixie", "target/debian/containerd-1.7.24")),
+            Build::V2_1 => Some(("sid", "target/debian/containerd-2.1.9")),
         }
     }
 
@@ -64,6 +82,7 @@ impl Build {
             Build::System => "1.6.20~ds1",
             Build::V1_4 => "1.4.13~ds1",
             Build::V1_7 => "1.7.24~ds1",
+            Build::V2_1 => "2.1.9+unknown",
         }
     }
 
@@ -72,22 +91,28 @@ impl Build {
         match self {
             Build::V1_4 => &[V1alpha2],
             Build::System | Build::V1_7 => &[V1, V1alpha2],
+            Build::V2_1 => &[V1],
         }
     }
 
-    /// Plugins that would touch paths outside the test's directory (`opt` makes /opt/containerd)
-    /// or cannot work here. Only ids the build has (`ctr plugins ls` with none disabled): 1.4.13
-    /// and 1.6.20 have no otlp.
+    /// Plugins that would touch paths outside the test's directory (`opt` makes /opt/containerd,
+    /// 2.1's `nri`, enabled by default there, listens on /var/run/nri/nri.sock) or cannot work
+    /// here. Only ids the build has (`ctr plugins ls` with none disabled): 1.4.13 and 1.6.20 have
+    /// no otlp; 2.1.9 has no aufs and no zfs.
     fn disabled_plugins(self) -> Vec<&'static str> {
-        let mut ids = vec![
-            "io.containerd.internal.v1.opt",
-            "io.containerd.snapshotter.v1.aufs",
-            "io.containerd.snapshotter.v1.btrfs",
-            "io.containerd.snapshotter.v1.devmapper",
-            "io.containerd.snapshotter.v1.zfs",
-        ];
-        if self == Build::V1_7 {
+        let mut ids = vec!["io.containerd.internal.v1.opt"];
+        if self != Build::V2_1 {
+            ids.push("io.containerd.snapshotter.v1.aufs");
+        }
+        ids.extend(["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper"]);
+        if self != Build::V2_1 {
+            ids.push("io.containerd.snapshotter.v1.zfs");
+        }
+        if matches!(self, Build::V1_7 | Build::V2_1) {
             ids.push("io.containerd.tracing.processor.v1.otlp");
+        }
+        if self == Build::V2_1 {
+            ids.push("io.containerd.nri.v1.nri");
         }
         ids
     }
@@ -140,6 +165,7 @@ fn search_path() -> OsString {
 /// A containerd process of our own, with everything it owns under `dir`.
 pub struct Containerd {
     pub build: Build,
+    pub options: Options,
     /// `/tmp/crib-ctd-<pid>-<n>`: kept short, unix socket paths must stay under ~108 bytes.
     pub dir: PathBuf,
     /// The gRPC socket (CRI, and containerd's own API).
@@ -161,9 +187,14 @@ impl Containerd {
         Containerd::start_build(Build::System).await
     }
 
-    /// Starts containerd `build`, waits until its CRI plugin answers, and imports the pause and
-    /// busybox images.
+    /// Starts containerd `build` with the default `Options` (see `start_with`).
     pub async fn start_build(build: Build) -> Containerd {
+        Containerd::start_with(build, Options::default()).await
+    }
+
+    /// Starts containerd `build` configured with `options`, waits until its CRI plugin answers,
+    /// and imports the pause and busybox images.
+    pub async fn start_with(build: Build, options: Options) -> Containerd {
         require_prerequisites();
         let bin = build.bin_dir();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -180,10 +211,13 @@ impl Containerd {
         let registry = start_registry(&dir.join("images"));
         let socket = dir.join("c.sock");
         let config = dir.join("config.toml");
-        fs::write(&config, config_toml(build, &dir, &socket, &registry.host())).unwrap();
+        fs::write(&config, config_toml(build, options, &dir, &socket, &registry.host())).unwrap();
+        if build == Build::V2_1 {
+            write_hosts_toml(&dir, &registry.host());
+        }
         let log = dir.join("containerd.log");
         let mut containerd =
-            Containerd { build, pod_logs: dir.join("pod-logs"), dir, socket, log, registry, bin, child: None };
+            Containerd { build, options, pod_logs: dir.join("pod-logs"), dir, socket, log, registry, bin, child: None };
         containerd.spawn();
         containerd.wait_until_cri_answers().await;
         let archive = build_image_archive(
@@ -249,23 +283,46 @@ impl Containerd {
         cri_bridge::grpc::unix_channel(self.socket.clone(), || {})
     }
 
-    // The support speaks v1alpha2 to containerd itself: the one CRI version every build serves.
-    // Panics below print containerd's log tail when `self` is dropped (see `Drop`).
+    /// `Version`, asked directly in the oldest CRI version the build serves.
+    async fn direct_version(&self) -> Result<(), tonic::Status> {
+        if self.build.served().contains(&V1alpha2) {
+            let mut client = v1alpha2::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
+            client.version(v1alpha2::VersionRequest::default()).await.map(drop)
+        } else {
+            let mut client = v1::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
+            client.version(v1::VersionRequest::default()).await.map(drop)
+        }
+    }
+
+    /// Whether the CRI plugin knows image `tag` (`ImageStatus`, asked as `direct_version` is).
+    async fn direct_image_known(&self, tag: &str) -> Result<bool, tonic::Status> {
+        if self.build.served().contains(&V1alpha2) {
+            let mut client = v1alpha2::image_service_client::ImageServiceClient::new(self.direct_channel());
+            let image = Some(v1alpha2::ImageSpec { image: tag.to_string(), ..Default::default() });
+            let request = v1alpha2::ImageStatusRequest { image, verbose: false };
+            client.image_status(request).await.map(|r| r.get_ref().image.is_some())
+        } else {
+            let mut client = v1::image_service_client::ImageServiceClient::new(self.direct_channel());
+            let image = Some(v1::ImageSpec { image: tag.to_string(), ..Default::default() });
+            let request = v1::ImageStatusRequest { image, verbose: false };
+            client.image_status(request).await.map(|r| r.get_ref().image.is_some())
+        }
+    }
+
+    // The support speaks v1alpha2 to containerd itself where the build serves it (the genuine
+    // old CRI of 1.4), else v1 (2.x). Panics below print containerd's log tail when `self` is
+    // dropped (see `Drop`).
     async fn wait_until_cri_answers(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut client = v1alpha2::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("containerd exited at start with {status}");
             }
             if self.socket.exists() {
-                match client.version(v1alpha2::VersionRequest::default()).await {
+                match self.direct_version().await {
                     Ok(_) => return,
                     // containerd runs on without a plugin that failed to load.
-                    Err(_)
-                        if fs::read_to_string(&self.log)
-                            .is_ok_and(|l| l.contains("failed to load plugin io.containerd.grpc.v1.cri")) =>
-                    {
+                    Err(_) if fs::read_to_string(&self.log).is_ok_and(|log| log.lines().any(cri_plugin_failed)) => {
                         panic!("containerd's CRI plugin failed to load (its config is wrong for this machine)")
                     }
                     Err(status) if Instant::now() > deadline => {
@@ -282,7 +339,6 @@ impl Containerd {
     /// Imports a docker-archive into the CRI namespace (`k8s.io`), unpacked for the `native`
     /// snapshotter, and waits until the CRI plugin knows every tag in `tags`.
     pub async fn import(&self, archive: &Path, tags: &[&str]) {
-        let mut client = v1alpha2::image_service_client::ImageServiceClient::new(self.direct_channel());
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut imported_at = None;
         for tag in tags {
@@ -293,12 +349,8 @@ impl Containerd {
                     self.ctr(&["images", "import", "--snapshotter", "native", archive.to_str().unwrap()]);
                     imported_at = Some(Instant::now());
                 }
-                let request = v1alpha2::ImageStatusRequest {
-                    image: Some(v1alpha2::ImageSpec { image: tag.to_string(), ..Default::default() }),
-                    verbose: false,
-                };
-                match client.image_status(request).await {
-                    Ok(response) if response.get_ref().image.is_some() => break,
+                match self.direct_image_known(tag).await {
+                    Ok(true) => break,
                     result => assert!(
                         Instant::now() < deadline,
                         "the CRI plugin does not see the imported image {tag}: {result:?}"
@@ -397,14 +449,26 @@ impl Drop for Containerd {
     }
 }
 
+/// A log line saying a CRI plugin failed to load: 1.x's `io.containerd.grpc.v1.cri`, or 2.x's
+/// `io.containerd.cri.v1.runtime` / `.images` (2.x logs `msg="failed to load plugin" id=…`).
+fn cri_plugin_failed(line: &str) -> bool {
+    line.contains("failed to load plugin")
+        && (line.contains("io.containerd.grpc.v1.cri") || line.contains("io.containerd.cri.v1."))
+}
+
 /// The containerd configuration: everything under `dir`, CRI with the native snapshotter, and
 /// the test registry at `registry` (`127.0.0.1:PORT`) as a plain-HTTP mirror of itself. Version 2
 /// of the format is read by every build from 1.3 on; each key below is in 1.4.13's CRI config
-/// (`containerd config dump` shows them all taken).
-fn config_toml(build: Build, dir: &Path, socket: &Path, registry: &str) -> String {
+/// (`containerd config dump` shows them all taken). 2.1 gets the same in version 3
+/// (`config_toml_v3`).
+fn config_toml(build: Build, options: Options, dir: &Path, socket: &Path, registry: &str) -> String {
+    if build == Build::V2_1 {
+        return config_toml_v3(build, options, dir, socket);
+    }
     let d = dir.display();
     let s = socket.display();
     let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
+    let systemd_cgroup = options.systemd_cgroup;
     format!(
         r#"version = 2
 root = "{d}/root"
@@ -440,6 +504,7 @@ disabled_plugins = [{disabled}
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = "{d}/runc"
+        SystemdCgroup = {systemd_cgroup}
 
   # Empty: pods use the host network, CNI is never called.
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -454,6 +519,89 @@ disabled_plugins = [{disabled}
     endpoint = ["http://{registry}"]
 "#
     )
+}
+
+/// The configuration of `config_toml` in version 3 of the format, as containerd 2.x writes it
+/// (`containerd config default`): the CRI plugin's runtime half in `io.containerd.cri.v1.runtime`,
+/// its image half in `io.containerd.cri.v1.images` (the pause image is `pinned_images.sandbox`),
+/// only the streaming server left in `io.containerd.grpc.v1.cri`. The registry is configured the
+/// 2.x way, by a `hosts.toml` under `config_path` (`write_hosts_toml`): 2.x still reads
+/// `mirrors`, but then falls back from the transfer service to its deprecated local pull.
+fn config_toml_v3(build: Build, options: Options, dir: &Path, socket: &Path) -> String {
+    let d = dir.display();
+    let s = socket.display();
+    let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
+    let systemd_cgroup = options.systemd_cgroup;
+    let arch = go_arch();
+    format!(
+        r#"version = 3
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = [{disabled}
+]
+
+[grpc]
+  address = "{s}"
+
+[ttrpc]
+  address = "{s}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "native"
+
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{d}/certs.d"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # See config_toml.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        Root = "{d}/runc"
+        SystemdCgroup = {systemd_cgroup}
+
+  # Empty: pods use the host network, CNI is never called.
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{d}/cni-bin"]
+    conf_dir = "{d}/cni-conf"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+# Imports (`ctr images import`) and CRI pulls go through the transfer service, which unpacks
+# only for the platform and snapshotter pairs listed here (the default lists overlayfs alone:
+# "no unpack platforms defined" for native).
+[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+  platform = "linux/{arch}"
+  snapshotter = "native"
+"#
+    )
+}
+
+/// `certs.d/<registry>/hosts.toml` under `dir`: the test registry over plain HTTP, for
+/// `config_toml_v3`'s `config_path`.
+fn write_hosts_toml(dir: &Path, registry: &str) {
+    let hosts = dir.join("certs.d").join(registry);
+    fs::create_dir_all(&hosts).unwrap();
+    let text = format!(
+        "server = \"http://{registry}\"\n\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+    );
+    fs::write(hosts.join("hosts.toml"), text).unwrap();
 }
 
 /// One image of a docker-archive: the busybox layer with its own config.
@@ -490,14 +638,19 @@ pub fn build_image_archive(dir: &Path, name: &str, images: &[ImageDef]) -> PathB
     archive
 }
 
-/// The image config of busybox with `entrypoint`. The tag in a label makes every config, hence
-/// every image ID, distinct.
-fn image_config(tag: &str, entrypoint: &[&str], layer_digest: &str) -> Vec<u8> {
-    let arch = match std::env::consts::ARCH {
+/// This machine's architecture as OCI (Go) names it.
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
         other => other,
-    };
+    }
+}
+
+/// The image config of busybox with `entrypoint`. The tag in a label makes every config, hence
+/// every image ID, distinct.
+fn image_config(tag: &str, entrypoint: &[&str], layer_digest: &str) -> Vec<u8> {
+    let arch = go_arch();
     let config = serde_json::json!({
         "architecture": arch,
         "os": "linux",
