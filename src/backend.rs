@@ -10,7 +10,7 @@ use crate::api::{v1, RpcInfo};
 use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::relay::upstream::Upstream;
-use crate::revision::{Block, Features, RuntimeProfile};
+use crate::revision::{telling_rpcs, Block, Features, RuntimeProfile, Source, DOCKER};
 use crate::runtime_config::{self, CgroupDriver, KnownDriver};
 use crate::version::CriVersion;
 use bytes::Bytes;
@@ -169,7 +169,7 @@ impl Backend {
         if previous.map(|p| p.profile.runtime.clone()).as_ref() != Some(&found.profile.runtime) {
             let runtime = &found.profile.runtime;
             tracing::info!(endpoint = %self.endpoint, %version, minor = runtime.minor, "container runtime speaks {runtime}");
-            if runtime.source == crate::revision::Source::Assumed {
+            if runtime.source == Source::Assumed {
                 tracing::warn!(endpoint = %self.endpoint, "{runtime}");
             }
             if self.role == Role::Runtime && !runtime.has_runtime_config() {
@@ -238,13 +238,18 @@ impl Backend {
                 Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, pins.revision),
                 None => RuntimeProfile::unknown(version, pins.revision),
             };
+            if self.role == Role::Runtime && profile.source == Source::Assumed {
+                // cri-dockerd's v1 service tells its revisions in both versions.
+                let asked = if profile.runtime_name == DOCKER { CriVersion::V1 } else { version };
+                profile = profile.with_rpc_floor(self.rpc_floor(asked).await);
+            }
             if profile.reports_features() {
                 profile.features = Some(self.features().await);
             }
             if self.role == Role::Runtime && !profile.has_runtime_config() {
                 profile.cgroup_driver = match pins.cgroup_driver {
                     Some(driver) => Ok(KnownDriver { driver, source: runtime_config::Source::Config }),
-                    None => self.cgroup_driver(version).await,
+                    None => self.cgroup_driver(version, profile.shows_runtime_options()).await,
                 };
             }
             return Ok((version, profile));
@@ -270,9 +275,30 @@ impl Backend {
         }
     }
 
+    /// The revision of the newest of [`telling_rpcs`] the runtime's `version` service has:
+    /// registered (answered, or `UNIMPLEMENTED` in grpc-go's words for a registered method), not
+    /// unknown. `None` when it has none, or cannot tell (the runtime went away).
+    async fn rpc_floor(&self, version: CriVersion) -> Option<u8> {
+        for &(method, since) in telling_rpcs(version) {
+            let info = version.schema().rpc("RuntimeService", method).expect("a telling RPC of its version");
+            let registered = match self.unary(Rpc { version, info }, &[]).await {
+                Ok(_) => true,
+                Err(status) => match status.code() {
+                    Code::Unimplemented => status.message() == format!("method {method} not implemented"),
+                    Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => return None,
+                    _ => true,
+                },
+            };
+            if registered {
+                return Some(since);
+            }
+        }
+        None
+    }
+
     /// The cgroup driver named in the runtime's `Status` verbose info (asked in `version`:
     /// `StatusRequest.verbose` and `StatusResponse.info` have the same numbers in every version).
-    async fn cgroup_driver(&self, version: CriVersion) -> runtime_config::Reading {
+    async fn cgroup_driver(&self, version: CriVersion, options_shown: bool) -> runtime_config::Reading {
         let info = version.schema().rpc("RuntimeService", "Status").expect("every CRI version has Status");
         let request = v1::StatusRequest { verbose: true }.encode_to_vec();
         let answer = self
@@ -280,7 +306,7 @@ impl Backend {
             .await
             .map_err(|status| format!("its Status (verbose) failed: {:?} {}", status.code(), status.message()))?;
         let status = v1::StatusResponse::decode(answer).map_err(|e| format!("its StatusResponse is invalid: {e}"))?;
-        runtime_config::from_status_info(&status.info)
+        runtime_config::from_status_info(&status.info, options_shown)
     }
 
     /// Calls `Version` as `version`; the answer decodes the same in every version.

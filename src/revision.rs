@@ -45,8 +45,11 @@ pub enum Source {
     Table,
     /// `backend.revision` in the config.
     Config,
-    /// The runtime is not in the table: the oldest revision of its version is assumed.
+    /// The runtime is not in the table: the oldest revision of its version is assumed, or the
+    /// revision of the newest RPC its service has (`with_rpc_floor`).
     Assumed,
+    /// cri-dockerd: its revision told by the RPCs its service has (it reports Docker's version).
+    Rpcs,
 }
 
 /// A field that a runtime decodes but does not act on.
@@ -74,10 +77,18 @@ struct Row {
     v1: Option<u8>,
     v1alpha2: Option<u8>,
     unhonoured: &'static [Unhonoured],
+    /// A pre-release snapshot of cri-api (see `snapshot`).
+    snapshot: bool,
 }
 
 const fn row(runtime: &'static str, from: (u32, u32, u32), v1: Option<u8>, v1alpha2: Option<u8>) -> Row {
-    Row { runtime, from, v1, v1alpha2, unhonoured: &[AMBIENT] }
+    Row { runtime, from, v1, v1alpha2, unhonoured: &[AMBIENT], snapshot: false }
+}
+
+/// A row whose releases pin a cri-api snapshot between two minors: the revision is the older
+/// minor, but some RPCs of the newer one are there (so the revision is a floor, not exact).
+const fn snapshot(runtime: &'static str, from: (u32, u32, u32), v1: Option<u8>, v1alpha2: Option<u8>) -> Row {
+    Row { snapshot: true, ..row(runtime, from, v1, v1alpha2) }
 }
 
 /// From `runtime-cri-revisions.tsv`: the cri-api schema each release line decodes, as the
@@ -95,6 +106,7 @@ const TABLE: &[Row] = &[
     row("containerd", (2, 1, 0), Some(32), None),
     row("containerd", (2, 2, 0), Some(34), None),
     row("containerd", (2, 3, 0), Some(36), None),
+    row("containerd", (2, 4, 0), Some(36), None),
     row("cri-o", (1, 10, 0), None, Some(10)),
     row("cri-o", (1, 11, 0), None, Some(11)),
     row("cri-o", (1, 12, 0), None, Some(12)),
@@ -108,8 +120,12 @@ const TABLE: &[Row] = &[
     row("cri-o", (1, 20, 0), None, Some(20)),
     row("cri-o", (1, 21, 0), Some(21), Some(21)),
     row("cri-o", (1, 22, 0), Some(22), Some(22)),
+    // 1.22 plus the 1.23 pod sandbox stats RPCs.
+    snapshot("cri-o", (1, 23, 0), Some(22), Some(22)),
     row("cri-o", (1, 25, 0), Some(25), Some(25)),
-    row("cri-o", (1, 26, 0), Some(26), None),
+    // 1.26.0: a pre-1.26 snapshot without the metrics RPCs; 1.26.1+ the 1.26 schema.
+    snapshot("cri-o", (1, 26, 0), Some(25), None),
+    row("cri-o", (1, 26, 1), Some(26), None),
     row("cri-o", (1, 27, 0), Some(27), None),
     row("cri-o", (1, 28, 0), Some(28), None),
     row("cri-o", (1, 29, 0), Some(29), None),
@@ -119,7 +135,36 @@ const TABLE: &[Row] = &[
     row("cri-o", (1, 34, 0), Some(34), None),
     row("cri-o", (1, 35, 0), Some(35), None),
     row("cri-o", (1, 36, 0), Some(36), None),
+    // The release-1.37 branch pins cri-api v0.36.3: the 1.36 schema.
+    row("cri-o", (1, 37, 0), Some(36), None),
 ];
+
+/// cri-dockerd's `runtime_name`: it answers "docker", and as `runtime_version` the Docker
+/// Engine's version, never its own, so the table cannot place it by release.
+pub const DOCKER: &str = "docker";
+
+/// cri-dockerd's revisions, told by the newest of the read-only v1 RPCs
+/// ([`telling_rpcs`]) its service has (`runtime-cri-revisions.tsv`): with `RuntimeConfig` (1.28)
+/// it is 0.3.16+ or 0.4 (v1 = 1.30, v1alpha2 = 1.25); with `ListMetricDescriptors` (1.26) but not
+/// that, 0.3.9–0.3.15 (1.27, 1.25); with neither, 0.2–0.3.8 (1.20 or 1.22: 1.20 assumed).
+fn docker_revision(version: CriVersion, floor: Option<u8>) -> u8 {
+    match (version, floor) {
+        (CriVersion::V1, Some(f)) if f >= 28 => 30,
+        (CriVersion::V1, Some(f)) if f >= 26 => 27,
+        (CriVersion::V1alpha2, Some(f)) if f >= 26 => 25,
+        (version, _) => oldest(version).max(20),
+    }
+}
+
+/// Read-only RPCs of each version, newest first, with the Kubernetes minor that added them: a
+/// runtime whose CRI service has one (even unimplemented) decodes at least that revision.
+pub fn telling_rpcs(version: CriVersion) -> &'static [(&'static str, u8)] {
+    match version {
+        CriVersion::V1 => &[("RuntimeConfig", 28), ("ListMetricDescriptors", 26), ("ListPodSandboxStats", 23)],
+        CriVersion::V1alpha2 => &[("ListPodSandboxStats", 23)],
+        CriVersion::V1alpha1 => &[],
+    }
+}
 
 /// `v1.6.20`, `1.6.20~ds1`, `1.36.3` → (1, 6, 20); missing parts are 0.
 pub fn parse_release(text: &str) -> Option<(u32, u32, u32)> {
@@ -148,7 +193,7 @@ fn lookup(name: &str, release: &str, version: CriVersion) -> Option<Found> {
         CriVersion::V1alpha2 => row.v1alpha2,
         CriVersion::V1alpha1 => None,
     }?;
-    let exact = TABLE[at + 1..].iter().any(|r| r.runtime == name);
+    let exact = !row.snapshot && TABLE[at + 1..].iter().any(|r| r.runtime == name);
     Some(Found { minor, unhonoured: row.unhonoured, exact })
 }
 
@@ -281,15 +326,39 @@ impl RuntimeProfile {
         }
     }
 
+    /// For a runtime the table cannot place (unknown, or cri-dockerd), what the RPCs its CRI
+    /// service has tell: `floor` is the revision of the newest of [`telling_rpcs`] it has (of
+    /// its version; of v1 for cri-dockerd).
+    pub fn with_rpc_floor(mut self, floor: Option<u8>) -> RuntimeProfile {
+        if self.source != Source::Assumed {
+            return self;
+        }
+        if self.runtime_name == DOCKER {
+            self.minor = docker_revision(self.version, floor);
+            self.source = Source::Rpcs;
+        } else {
+            self.minor = self.minor.max(floor.unwrap_or(0));
+        }
+        self
+    }
+
     /// True when the runtime is known to lack an RPC that first appeared in Kubernetes
     /// 1.`since` (an RPC its version has, but its revision predates).
     pub fn lacks_rpc(&self, since: u8) -> bool {
         self.exact && since > self.minor
     }
 
-    /// True when the runtime answers `RuntimeConfig` itself, as far as cri-bridge knows.
+    /// True when the runtime is known to answer `RuntimeConfig` itself (its revision is from
+    /// the table or the config, not a floor: a runtime may have the method unimplemented).
     pub fn has_runtime_config(&self) -> bool {
-        self.version == CriVersion::V1 && self.minor >= crate::runtime_config::SINCE
+        let known = matches!(self.source, Source::Table | Source::Config);
+        known && self.version == CriVersion::V1 && self.minor >= crate::runtime_config::SINCE
+    }
+
+    /// Whether the runtime's `Status` info shows each runtime handler's options as they are set:
+    /// containerd 1.4 prints every options table as `{}`.
+    pub fn shows_runtime_options(&self) -> bool {
+        self.runtime_name != "containerd" || parse_release(&self.runtime_version).is_some_and(|r| r >= (1, 5, 0))
     }
 
     /// A profile for a version with nothing known about the runtime (an image endpoint that
@@ -349,6 +418,11 @@ impl fmt::Display for RuntimeProfile {
                 f,
                 " (assumed: {:?} {:?} is not in cri-bridge's revision table; set backend.revision)",
                 self.runtime_name, self.runtime_version
+            ),
+            Source::Rpcs => write!(
+                f,
+                " (cri-dockerd in front of Docker Engine {}: the revision told by the RPCs its CRI service has)",
+                self.runtime_version
             ),
         }
     }

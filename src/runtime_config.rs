@@ -118,7 +118,10 @@ impl fmt::Display for KnownDriver {
 pub type Reading = Result<KnownDriver, String>;
 
 /// Reads the driver from a `StatusResponse.info` (asked with `verbose: true`).
-pub fn from_status_info(info: &HashMap<String, String>) -> Reading {
+/// `empty_options_readable`: whether an empty `options` object means "no options set" (containerd
+/// 1.5 and later) rather than "not shown" (containerd 1.4 prints every runc options table as
+/// `{}`, whatever it holds).
+pub fn from_status_info(info: &HashMap<String, String>, empty_options_readable: bool) -> Reading {
     let text = info.get("config").ok_or("its Status info has no \"config\" (not containerd's CRI plugin?)")?;
     let config: Value =
         serde_json::from_str(text).map_err(|e| format!("its Status info \"config\" is not JSON: {e}"))?;
@@ -136,6 +139,7 @@ pub fn from_status_info(info: &HashMap<String, String>) -> Reading {
         match runtime_type {
             "io.containerd.runc.v2" | "io.containerd.runc.v1" => {
                 let options = runtime.get("options").unwrap_or(&Value::Null);
+                // Read before whether the options are shown: a key given is a key set.
                 let systemd_cgroup = match options.get("SystemdCgroup") {
                     None | Some(Value::Null) => false,
                     Some(Value::Bool(b)) => *b,
@@ -143,8 +147,16 @@ pub fn from_status_info(info: &HashMap<String, String>) -> Reading {
                         return Err(format!("handler {name:?}: options.SystemdCgroup is {other}, not a boolean"))
                     }
                 };
-                if !options.is_object() && !options.is_null() {
-                    return Err(format!("handler {name:?}: its options are not readable ({options})"));
+                let shown = match options {
+                    Value::Null => true,
+                    Value::Object(map) => !map.is_empty() || empty_options_readable,
+                    _ => false,
+                };
+                if !shown {
+                    return Err(format!(
+                        "handler {name:?} ({runtime_type}): the runtime does not show its options ({options}) \
+                         (containerd 1.4 never does)"
+                    ));
                 }
                 return Ok(KnownDriver {
                     driver: CgroupDriver::from_systemd_cgroup(systemd_cgroup),
@@ -201,7 +213,7 @@ mod tests {
         let config = r#"{"containerd":{"defaultRuntimeName":"runc","runtimes":{
             "kata":{"runtimeType":"io.containerd.kata.v2","options":{"SystemdCgroup":false}},
             "runc":{"runtimeType":"io.containerd.runc.v2","options":{"SystemdCgroup":true}}}}}"#;
-        let found = from_status_info(&info(config)).unwrap();
+        let found = from_status_info(&info(config), true).unwrap();
         assert_eq!(found.driver, CgroupDriver::Systemd);
         assert!(found.to_string().contains("handler \"runc\""), "{found}");
     }
@@ -209,22 +221,29 @@ mod tests {
     #[test]
     fn absent_options_are_runcs_default_cgroupfs() {
         let config = r#"{"containerd":{"defaultRuntimeName":"runc","runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":null}}}}"#;
-        assert_eq!(from_status_info(&info(config)).unwrap().driver, CgroupDriver::Cgroupfs);
+        assert_eq!(from_status_info(&info(config), true).unwrap().driver, CgroupDriver::Cgroupfs);
+    }
+
+    #[test]
+    fn containerd_1_4s_empty_options_say_nothing() {
+        let config = r#"{"containerd":{"defaultRuntimeName":"runc","runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":{}}}},"systemdCgroup":false}"#;
+        assert!(from_status_info(&info(config), false).is_err(), "1.4: {{}} whatever the table holds");
+        assert_eq!(from_status_info(&info(config), true).unwrap().driver, CgroupDriver::Cgroupfs, "1.5+: no options");
     }
 
     #[test]
     fn the_legacy_shim_reads_the_plugin_wide_key() {
         let config = r#"{"systemdCgroup":true,"containerd":{"defaultRuntimeName":"runc","runtimes":{"runc":{"runtimeType":"io.containerd.runtime.v1.linux"}}}}"#;
-        assert_eq!(from_status_info(&info(config)).unwrap().driver, CgroupDriver::Systemd);
+        assert_eq!(from_status_info(&info(config), true).unwrap().driver, CgroupDriver::Systemd);
     }
 
     #[test]
     fn no_runc_handler_no_answer() {
         let config = r#"{"containerd":{"defaultRuntimeName":"kata","runtimes":{"kata":{"runtimeType":"io.containerd.kata.v2"}}}}"#;
-        assert!(from_status_info(&info(config)).is_err());
-        assert!(from_status_info(&HashMap::new()).is_err());
-        assert!(from_status_info(&info("{not json")).is_err());
+        assert!(from_status_info(&info(config), true).is_err());
+        assert!(from_status_info(&HashMap::new(), true).is_err());
+        assert!(from_status_info(&info("{not json"), true).is_err());
         let odd = r#"{"containerd":{"runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":{"SystemdCgroup":"yes"}}}}}"#;
-        assert!(from_status_info(&info(odd)).is_err());
+        assert!(from_status_info(&info(odd), true).is_err());
     }
 }

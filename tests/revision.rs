@@ -172,3 +172,54 @@ fn only_requests_that_can_hold_a_lossable_field_are_scanned_on_passthrough() {
     }
     assert!(!worth(V1alpha2, "ContainerStatusRequest"));
 }
+
+#[test]
+fn vendor_version_strings_find_their_rows() {
+    let profile = |name, release| RuntimeProfile::from_version(V1, name, release, None);
+    // k3s's containerd, Debian's, and a build without git describe.
+    for (release, minor) in [("v1.7.21-k3s2", 27), ("1.7.24~ds1", 27), ("2.1.9+unknown", 32), ("v2.4.0-beta.0", 36)] {
+        let p = profile("containerd", release);
+        assert_eq!((p.minor, &p.source), (minor, &Source::Table), "{release}");
+    }
+    assert_eq!(parse_release("v1.7.21-k3s2"), Some((1, 7, 21)));
+    assert_eq!(parse_release("2.1.9+unknown"), Some((2, 1, 9)));
+    // A row followed by another of its runtime is exact; the newest only a floor.
+    assert!(profile("containerd", "1.7.24").exact);
+    assert!(!profile("containerd", "2.4.0").exact);
+    assert!(!profile("cri-o", "1.37.0").exact);
+    assert_eq!(profile("cri-o", "1.37.0").minor, 36, "CRI-O 1.37 pins cri-api v0.36.3");
+    // Snapshot pins: CRI-O 1.23/1.24 (1.22 plus the 1.23 stats RPCs) and 1.26.0.
+    let crio_1_24 = profile("cri-o", "1.24.6");
+    assert_eq!((crio_1_24.minor, crio_1_24.exact), (22, false));
+    assert!(!crio_1_24.lacks_rpc(23), "its stats RPCs are forwarded");
+    assert_eq!((profile("cri-o", "1.26.0").minor, profile("cri-o", "1.26.4").minor), (25, 26));
+    // containerd 1.7 is known to lack RuntimeConfig (1.28) and CheckpointPod (1.37).
+    assert!(profile("containerd", "1.7.24").lacks_rpc(28));
+    assert!(!profile("containerd", "2.1.9").lacks_rpc(28));
+    assert!(!profile("a-runtime-nobody-knows", "1.0").lacks_rpc(37), "only a floor: forwarded");
+}
+
+#[test]
+fn cri_dockerd_is_placed_by_the_rpcs_its_service_has() {
+    let docker = |version, floor| RuntimeProfile::from_version(version, "docker", "28.1.1", None).with_rpc_floor(floor);
+    // 0.3.16+ and 0.4 (RuntimeConfig registered): v1 1.30, v1alpha2 1.25.
+    assert_eq!(docker(V1, Some(28)).minor, 30);
+    assert_eq!(docker(V1alpha2, Some(28)).minor, 25);
+    // 0.3.9–0.3.15 (ListMetricDescriptors, no RuntimeConfig): 1.27 and 1.25.
+    assert_eq!(docker(V1, Some(26)).minor, 27);
+    assert_eq!(docker(V1alpha2, Some(26)).minor, 25);
+    // Older: 1.20 (0.3.0; 0.3.1–0.3.8 decode 1.22, the older one is assumed).
+    assert_eq!(docker(V1, Some(23)).minor, 20);
+    assert_eq!(docker(V1, None).minor, 20);
+    assert_eq!(docker(V1alpha2, None).minor, 20);
+    let placed = docker(V1, Some(28));
+    assert_eq!(placed.source, Source::Rpcs);
+    assert!(!placed.exact, "a later cri-dockerd may decode more");
+    assert!(placed.to_string().contains("cri-dockerd in front of Docker Engine 28.1.1"), "{placed}");
+    // An unknown v1 runtime: the RPC's revision is a floor over the oldest.
+    let unknown = RuntimeProfile::from_version(V1, "somert", "1.0", None).with_rpc_floor(Some(28));
+    assert_eq!((unknown.minor, unknown.source), (28, Source::Assumed));
+    // A runtime in the table is not moved by it.
+    let known = RuntimeProfile::from_version(V1, "containerd", "1.7.24", None).with_rpc_floor(Some(28));
+    assert_eq!(known.minor, 27);
+}

@@ -167,7 +167,10 @@ impl Forwarder {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
                 // reconnection) in between: ask again before saying it lacks the RPC, at most
                 // once a second.
-                if !retried && found.at.elapsed() > REPROBE_AFTER {
+                // And before answering for the runtime: only a runtime that answers now, with its
+                // config as of now, is answered for.
+                let emulable = emulate(rpc, &found).is_some();
+                if !retried && (emulable || found.at.elapsed() > REPROBE_AFTER) {
                     backend.forget();
                     retried = true;
                     continue;
