@@ -82,6 +82,8 @@ pub struct Backend {
     max_message_size: usize,
     pins: RwLock<Pins>,
     discovered: RwLock<Option<Discovered>>,
+    /// The profile last logged: a probe that finds the same runtime again says nothing.
+    announced: std::sync::Mutex<Option<RuntimeProfile>>,
     probing: Mutex<()>,
     health: std::sync::Mutex<Health>,
 }
@@ -95,6 +97,7 @@ impl Backend {
             max_message_size,
             pins: RwLock::new(pins),
             discovered: RwLock::new(None),
+            announced: std::sync::Mutex::new(None),
             probing: Mutex::new(()),
             health: std::sync::Mutex::new(Health { up: false, since: std::time::SystemTime::now() }),
         }
@@ -165,8 +168,9 @@ impl Backend {
             profile: Arc::new(Understanding::new(profile)),
             at: std::time::Instant::now(),
         };
-        let previous = self.discovered.write().unwrap_or_else(|e| e.into_inner()).replace(found.clone());
-        if previous.map(|p| p.profile.runtime.clone()).as_ref() != Some(&found.profile.runtime) {
+        self.discovered.write().unwrap_or_else(|e| e.into_inner()).replace(found.clone());
+        let previous = self.announced.lock().unwrap_or_else(|e| e.into_inner()).replace(found.profile.runtime.clone());
+        if previous.as_ref() != Some(&found.profile.runtime) {
             let runtime = &found.profile.runtime;
             tracing::info!(endpoint = %self.endpoint, %version, minor = runtime.minor, "container runtime speaks {runtime}");
             if runtime.source == Source::Assumed {
@@ -298,7 +302,7 @@ impl Backend {
 
     /// The cgroup driver named in the runtime's `Status` verbose info (asked in `version`:
     /// `StatusRequest.verbose` and `StatusResponse.info` have the same numbers in every version).
-    async fn cgroup_driver(&self, version: CriVersion, options_shown: bool) -> runtime_config::Reading {
+    pub async fn cgroup_driver(&self, version: CriVersion, options_shown: bool) -> runtime_config::Reading {
         let info = version.schema().rpc("RuntimeService", "Status").expect("every CRI version has Status");
         let request = v1::StatusRequest { verbose: true }.encode_to_vec();
         let answer = self
@@ -307,6 +311,19 @@ impl Backend {
             .map_err(|status| format!("its Status (verbose) failed: {:?} {}", status.code(), status.message()))?;
         let status = v1::StatusResponse::decode(answer).map_err(|e| format!("its StatusResponse is invalid: {e}"))?;
         runtime_config::from_status_info(&status.info, options_shown)
+    }
+
+    /// Calls v1 `RuntimeConfig`: the cgroup driver, or the answer's code and message.
+    pub async fn runtime_config(&self) -> Result<v1::CgroupDriver, String> {
+        let info = CriVersion::V1.schema().rpc("RuntimeService", "RuntimeConfig").expect("v1 has RuntimeConfig");
+        match self.unary(Rpc { version: CriVersion::V1, info }, &[]).await {
+            Ok(answer) => match v1::RuntimeConfigResponse::decode(answer) {
+                Ok(v1::RuntimeConfigResponse { linux: Some(linux) }) => Ok(linux.cgroup_driver()),
+                Ok(_) => Err("the answer has no linux configuration".to_string()),
+                Err(e) => Err(format!("invalid RuntimeConfigResponse: {e}")),
+            },
+            Err(status) => Err(format!("{:?}: {}", status.code(), status.message())),
+        }
     }
 
     /// Calls `Version` as `version`; the answer decodes the same in every version.

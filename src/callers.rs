@@ -29,6 +29,12 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// True when the peer runs a `cri-bridge` executable (`cri-bridge probe`).
+    pub fn is_cri_bridge(&self) -> bool {
+        let exe = self.exe.trim_end_matches(" (deleted)");
+        std::path::Path::new(exe).file_name().is_some_and(|name| name == "cri-bridge")
+    }
+
     /// The peer of a client connection.
     pub fn of(stream: &tokio::net::UnixStream) -> Peer {
         let Ok(credentials) = stream.peer_cred() else {

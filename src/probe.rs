@@ -1,6 +1,7 @@
 //! `cri-bridge probe SOCKET`: which CRI versions a runtime serves, and which kubelets can use it
 //! directly or through cri-bridge.
 
+use crate::api::v1;
 use crate::backend::{Backend, Pins, Role};
 use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
@@ -28,6 +29,12 @@ pub struct ProbeReport {
     pub runtime_version: String,
     /// What the runtime understands in each served version, newest first.
     pub profiles: Vec<RuntimeProfile>,
+    /// What v1 `RuntimeConfig` answers (`None` when v1 is not served): the cgroup driver, or
+    /// the status's code and message.
+    pub runtime_config: Option<Result<v1::CgroupDriver, String>>,
+    /// What cri-bridge in front of the runtime would answer where it does not: the driver
+    /// named in its `Status` info, or why none is.
+    pub emulated_driver: crate::runtime_config::Reading,
 }
 
 /// What answers at a socket: a runtime, or cri-bridge and the runtime behind it.
@@ -108,6 +115,8 @@ pub async fn probe_runtime(socket: &Path) -> Result<ProbeReport, Error> {
         runtime_name: String::new(),
         runtime_version: String::new(),
         profiles: Vec::new(),
+        runtime_config: None,
+        emulated_driver: Err("not read".into()),
     };
     for version in CriVersion::NEWEST_FIRST {
         match backend.call_version(version).await {
@@ -131,6 +140,11 @@ pub async fn probe_runtime(socket: &Path) -> Result<ProbeReport, Error> {
     if report.served.is_empty() {
         return Err(Error::NoCri { endpoint: report.endpoint });
     }
+    if report.served.contains(&V1) {
+        report.runtime_config = Some(backend.runtime_config().await);
+    }
+    let newest = &report.profiles[0];
+    report.emulated_driver = backend.cgroup_driver(newest.version, newest.shows_runtime_options()).await;
     Ok(report)
 }
 
@@ -143,6 +157,13 @@ fn refused_fields(profile: &RuntimeProfile) -> Vec<(&'static Classified, Block)>
         .filter(|c| c.class != Class::Advisory)
         .filter_map(|c| Some((c, blocked[schema.field_by_name(c.field)?.1.id]?)))
         .collect()
+}
+
+fn driver_name(driver: v1::CgroupDriver) -> &'static str {
+    match driver {
+        v1::CgroupDriver::Systemd => "systemd",
+        v1::CgroupDriver::Cgroupfs => "cgroupfs",
+    }
 }
 
 fn yes(b: bool) -> &'static str {
@@ -193,6 +214,22 @@ impl fmt::Display for ProbeReport {
                 }
             }
         }
+        match &self.runtime_config {
+            Some(Ok(driver)) => writeln!(f, "RuntimeConfig: cgroup driver {}", driver_name(*driver))?,
+            Some(Err(error)) => writeln!(f, "RuntimeConfig: {error}")?,
+            None => writeln!(f, "RuntimeConfig: not served (no CRI v1)")?,
+        }
+        let native = matches!(self.runtime_config, Some(Ok(_)));
+        if !native {
+            match &self.emulated_driver {
+                Ok(driver) => writeln!(f, "  cri-bridge in front answers it: cgroup driver {driver}")?,
+                Err(why) => writeln!(
+                    f,
+                    "  cri-bridge in front answers it UNIMPLEMENTED unless emulate.runtime_config.cgroup_driver \
+                     is set: the driver is unknown ({why})"
+                )?,
+            }
+        }
         writeln!(f, "kubelet compatibility:")?;
         for (kubelets, speaks) in KUBELETS {
             let direct: Vec<_> = speaks.iter().filter(|v| self.served.contains(v)).map(|v| v.as_str()).collect();
@@ -210,6 +247,13 @@ impl fmt::Display for ProbeReport {
                 writeln!(f, "  kubelet {kubelets:<15} directly (CRI {}{note})", direct.join(", "))?;
             }
         }
+        let (directly, through) = (native, native || self.emulated_driver.is_ok());
+        let how = match (directly, through) {
+            (true, _) => "directly",
+            (false, true) => "through cri-bridge (which answers RuntimeConfig for it)",
+            (false, false) => "not without emulate.runtime_config.cgroup_driver in cri-bridge (no RuntimeConfig)",
+        };
+        writeln!(f, "  kubelet {:<15} {how}", "1.38 and newer")?;
         Ok(())
     }
 }
@@ -262,6 +306,9 @@ impl fmt::Display for Probed {
                     backend.runtime_name.as_deref().unwrap_or("(name not reported)"),
                     backend.runtime_version.as_deref().unwrap_or("")
                 )?;
+            }
+            if let Some(runtime_config) = &backend.runtime_config {
+                writeln!(f, "  RuntimeConfig: {runtime_config}")?;
             }
         }
         match through {

@@ -101,6 +101,11 @@ async fn probe_reports_versions_and_kubelets() {
     // 1.23–1.25 speak v1alpha2 too; 1.9 only v1alpha1.
     assert!(kubelet_line(&report, "1.23 to 1.25").starts_with("directly"), "{report}");
     assert!(kubelet_line(&report, "1.9 and older").starts_with("through cri-bridge"), "{report}");
+    // No RuntimeConfig without v1; its Status info names the driver, so cri-bridge answers it and
+    // a kubelet 1.38 (which requires it) can start through cri-bridge.
+    assert!(report.contains("RuntimeConfig: not served (no CRI v1)"), "{report}");
+    assert!(report.contains("cri-bridge in front answers it: cgroup driver systemd (from the runtime's Status info"));
+    assert!(kubelet_line(&report, "1.38 and newer").starts_with("through cri-bridge"), "{report}");
 
     runtime.stop().await;
 }

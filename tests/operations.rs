@@ -280,6 +280,12 @@ async fn callers_report_names_a_real_client_in_its_pod_cgroup_and_one_outside() 
     let output = run(outside).await;
     assert!(output.status.success(), "the client outside pods: {output:?}");
 
+    // `cri-bridge probe` asks in all three versions, but is no caller to migrate.
+    let mut probe = Command::new(BIN);
+    probe.arg("probe").arg(&socket);
+    let output = run(probe).await;
+    assert!(output.status.success(), "{output:?}");
+
     let mut ask = Command::new(BIN);
     ask.args(["callers", "--json"]).arg(&socket);
     let output = run(ask).await;
@@ -296,6 +302,7 @@ async fn callers_report_names_a_real_client_in_its_pod_cgroup_and_one_outside() 
     assert_eq!(in_pod.calls[0].0, "v1alpha2");
     assert!(in_pod.calls[0].1 >= 10, "a whole session: {in_pod:?}");
     assert!(in_pod.exe.ends_with("target/clients/bin/cri-session-v1alpha2"), "{in_pod:?}");
+    assert!(report.iter().all(|r| r.client != "cri-bridge"), "the probe is not a caller: {report:#?}");
     let v1 = row("cri-session-v1");
     assert_eq!((v1.pod_uid.as_deref(), v1.container_id.as_deref()), (None, None), "{v1:?}");
     assert_eq!(v1.calls.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>(), ["v1"]);
@@ -310,7 +317,7 @@ async fn callers_report_names_a_real_client_in_its_pod_cgroup_and_one_outside() 
     // Each caller's first call in each version is logged, once.
     let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap();
     let first: Vec<&str> = logs.lines().filter(|l| l.contains("first call of a caller")).collect();
-    assert_eq!(first.len(), 2, "two clients (`cri-bridge callers` makes no CRI call):\n{logs}");
+    assert_eq!(first.len(), 2, "two clients (`cri-bridge callers` and `probe` are not callers):\n{logs}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
-use crate::relay::upstream::Unsent;
+use crate::relay::upstream::{Unsent, OWN_CALL};
 use crate::version::CriVersion;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
@@ -48,8 +48,8 @@ impl From<CallerGone> for Failure {
 /// The caller's headers that describe its own HTTP/2 request rather than the call (its body's
 /// `content-length` among them: a converted body has another length), or are set anew (the
 /// deadline, sent as the time left). Everything else (`traceparent`, `user-agent`, …) passes on.
-const NOT_FORWARDED: [&str; 7] =
-    ["te", "content-type", "content-length", "host", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout"];
+const NOT_FORWARDED: [&str; 8] =
+    ["te", "content-type", "content-length", "host", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout", OWN_CALL];
 
 impl Forwarder {
     /// Serves one stream of a client connection to its end, counting it (metrics, `caller`).
@@ -78,7 +78,10 @@ impl Forwarder {
             return false;
         };
         let rpc = method.rpc;
-        caller.called(rpc.version);
+        // `cri-bridge probe` asks in every version: it is no caller to migrate.
+        if !(head.headers.contains_key(OWN_CALL) && caller.peer.is_cri_bridge()) {
+            caller.called(rpc.version);
+        }
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
         // converting, a retry) is taken from what the runtime is given.
         let deadline = timeout_of(&head.headers).map(|timeout| started + timeout);

@@ -17,6 +17,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tonic::{Code, Status};
 
+/// Metadata on cri-bridge's own calls (its probes, `cri-bridge probe`): a cri-bridge that
+/// receives one from a `cri-bridge` executable does not count it as a caller's call.
+pub const OWN_CALL: &str = "x-cri-bridge-own-call";
+
 /// What a stream of the runtime's may send before cri-bridge has passed it on: a 1,000-container
 /// list (about 650 KiB) in three windows, and at most this much held per call for a slow caller.
 pub const STREAM_WINDOW: u32 = 256 << 10;
@@ -119,6 +123,7 @@ impl Upstream {
     }
 
     /// One unary call of cri-bridge's own (the version probe), as its message's bytes.
+    /// One call of cri-bridge's own (a probe), marked with [`OWN_CALL`].
     pub async fn unary(&self, path: &str, message: &[u8], timeout: Duration, limit: usize) -> Result<Bytes, Status> {
         let call = async {
             let lost = |error: &dyn std::fmt::Display| Status::unavailable(error.to_string());
@@ -128,6 +133,7 @@ impl Upstream {
             headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
             headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
             headers.insert("grpc-timeout", crate::grpc::encode_timeout(timeout));
+            headers.insert(OWN_CALL, http::HeaderValue::from_static("1"));
             let response = self.send(request, message::frame(message)).await.map_err(|Unsent(e)| lost(&e))?;
             let (head, mut body) = response.await.map_err(|e| lost(&e))?.into_parts();
             let (mut splitter, mut messages) = (Splitter::default(), Vec::new());
