@@ -67,6 +67,16 @@ pub struct Refusal {
 }
 
 fn describe(losses: &[Loss]) -> String {
+    // The same field lost at several paths (every masked path, every env value) is told once,
+    // at its first path, with how many more there are.
+    let mut told: Vec<Loss> = Vec::new();
+    for loss in losses {
+        let same = |t: &&mut Loss| t.field == loss.field && t.reason == loss.reason && t.reason != LossReason::TooMany;
+        match told.iter_mut().find(same) {
+            Some(first) => first.more += 1 + loss.more,
+            None => told.push(loss.clone()),
+        }
+    }
     let one = |l: &Loss| match l.reason {
         LossReason::TooMany => l.to_string(),
         _ => {
@@ -74,7 +84,7 @@ fn describe(losses: &[Loss]) -> String {
             format!("{l} [{class}: {why}]")
         }
     };
-    losses.iter().map(one).collect::<Vec<_>>().join(", ")
+    told.iter().map(one).collect::<Vec<_>>().join(", ")
 }
 
 /// The policy with its per-field overrides.
