@@ -447,3 +447,24 @@ async fn list_streams_pass_or_end_unimplemented() {
     streams_table("Stream* list calls through cri-bridge (first Recv)", &rows);
     assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
+
+/// containerd 1.4 decodes the 1.19 schema: a kubelet on a cgroup v2 node sends
+/// `LinuxContainerResources.unified` (1.22: `memory.oom.group`, `memory.swap.max`), which 1.4
+/// would drop, so the container would run without them. cri-bridge refuses CreateContainer
+/// naming the field (the README says how to accept it), and serves the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cgroup_v2_kubelet_on_containerd_1_4_is_refused_naming_unified() {
+    let label = "containerd 1.4.13 (in-memory, reports containerd 1.4.13~ds1), kubelet on cgroup v2";
+    let row = memory_row(label, V1alpha2, Some(("containerd", "1.4.13~ds1"))).await;
+    println!("\n{TABLE_HEAD}\n{}\n", row.table_line());
+    let step = |name: &str| row.steps.iter().find(|s| text(s, "step") == name).cloned().unwrap_or_default();
+    assert_eq!(text(&step("RunPodSandbox"), "code"), "OK", "{:?}", row.steps);
+    let create = step("CreateContainer");
+    assert_eq!(text(&create, "code"), "FailedPrecondition", "{create}");
+    let message = text(&create, "message");
+    assert!(message.contains("config.linux.resources.unified") && message.contains("1.22"), "{message}");
+    assert!(
+        !message.contains("masked_paths") && !message.contains("hugepage"),
+        "only unified is beyond 1.19: {message}"
+    );
+}
