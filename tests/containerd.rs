@@ -185,25 +185,50 @@ macro_rules! reopen_container_log {
 }
 
 /// RuntimeConfig, which only v1 has (a kubelet 1.28+ asks it at start and falls back on
-/// UNIMPLEMENTED). `$speaks` is the version cri-bridge speaks to containerd: in v1alpha2 there is
-/// no such RPC and cri-bridge itself must answer UNIMPLEMENTED naming that version; in v1 the call
-/// reaches containerd, whose answer passes through (1.6.20 and 1.7.24: UNIMPLEMENTED of their own).
+/// UNIMPLEMENTED). No build here answers it itself (1.6.20 and 1.7.24 say UNIMPLEMENTED on v1,
+/// 1.4.13 serves no v1), so cri-bridge answers for them, whichever version `$speaks` to containerd:
+/// with the cgroup driver the runtime's `Status` info names (see `expected_cgroup_driver`), and
+/// UNIMPLEMENTED where that info cannot tell (never a guess). tests/runtime_config.rs holds these
+/// answers against containerd 2.1.9's native one and the cgroups the containers really get.
 macro_rules! runtime_config {
-    (v1, $table:expr, $col:expr, $rt:expr, $speaks:expr) => {{
+    (v1, $table:expr, $col:expr, $rt:expr, $ctd:expr, $speaks:expr) => {{
         let speaks: CriVersion = $speaks;
-        let cell = match $rt.runtime_config(v1::RuntimeConfigRequest {}).await {
-            Ok(_) if speaks == CriVersion::V1 => Cell::Pass,
-            Err(status) if status.code() == Code::Unimplemented && speaks == CriVersion::V1 => Cell::Pass,
-            Err(status) if status.code() == Code::Unimplemented && status.message().contains(speaks.as_str()) => {
+        let ctd: &Containerd = $ctd;
+        let expected = expected_cgroup_driver(ctd);
+        let answer = $rt.runtime_config(v1::RuntimeConfigRequest {}).await;
+        let cell = match (expected, answer) {
+            (Some(driver), Ok(r)) if r.get_ref().linux.as_ref().map(|l| l.cgroup_driver()) == Some(driver) => {
                 Cell::Pass
             }
-            other => Cell::Fail(format!("speaking {speaks} to containerd: {:?}", other.map(|r| r.into_inner()))),
+            (None, Err(status)) if status.code() == Code::Unimplemented => Cell::Pass,
+            (_, other) => Cell::Fail(format!(
+                "speaking {speaks} to containerd {}: expected {}, got {:?}",
+                ctd.build.runtime_version(),
+                expected.map_or("UNIMPLEMENTED".to_string(), |d| format!("{d:?}")),
+                other.map(|r| r.into_inner()).map_err(|s| describe(&s))
+            )),
         };
         $table.set($col, "RuntimeConfig (v1 only)", cell);
     }};
-    ($v:ident, $table:expr, $col:expr, $rt:expr, $speaks:expr) => {
+    ($v:ident, $table:expr, $col:expr, $rt:expr, $ctd:expr, $speaks:expr) => {
         $table.set($col, "RuntimeConfig (v1 only)", Cell::NotApplicable(concat!("n/a in ", stringify!($v))))
     };
+}
+
+/// What RuntimeConfig through cri-bridge must name for `ctd` as the harness configures it (runc.v2
+/// as the default runtime, `SystemdCgroup` per its options, `false` unless a test says otherwise),
+/// `None` for UNIMPLEMENTED. 1.6.20 and 1.7.24 show the runc options in their `Status` info, so
+/// cri-bridge reads the driver there (false: CGROUPFS, true: SYSTEMD). 1.4.13 prints every runc
+/// options table as `{}` whatever it holds, so cri-bridge cannot know the driver and answers
+/// UNIMPLEMENTED (no `emulate.runtime_config.cgroup_driver` is set here).
+fn expected_cgroup_driver(ctd: &Containerd) -> Option<v1::CgroupDriver> {
+    if ctd.build == Build::V1_4 && !ctd.options.legacy_v1_shim {
+        None
+    } else if ctd.options.systemd_cgroup {
+        Some(v1::CgroupDriver::Systemd)
+    } else {
+        Some(v1::CgroupDriver::Cgroupfs)
+    }
 }
 
 /// A whole pod and container lifecycle with the typed client of CRI version `$v` over `$channel`,
@@ -252,7 +277,7 @@ macro_rules! lifecycle {
                     "RuntimeReady is not true: {conditions:?}"
                 )
             });
-            runtime_config!($v, t, col, rt, $speaks);
+            runtime_config!($v, t, col, rt, ctd, $speaks);
             t.record(col, "ImageFsInfo", img.image_fs_info(api::ImageFsInfoRequest::default()).await, |r| {
                 ensure!(!r.image_filesystems.is_empty(), "no image filesystem")
             });

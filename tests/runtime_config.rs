@@ -1,9 +1,17 @@
 //! `RuntimeService/RuntimeConfig` through cri-bridge, over real containerd builds each started with
 //! runc's `SystemdCgroup = false` and `true`: a v1 caller must be told the cgroup driver the
 //! runtime really uses, the same answer containerd 2.1.9 gives natively for the same setting
-//! (`CGROUPFS` for false, `SYSTEMD` for true). containerd 2.1.9 answers the call itself (cri-bridge
+//! (`CGROUPFS` for false, `SYSTEMD` for true), or `UNIMPLEMENTED` where cri-bridge cannot know it;
+//! never another driver, never another code. containerd 2.1.9 answers the call itself (cri-bridge
 //! forwards it); 1.6.20 and 1.7.24 answer `UNIMPLEMENTED` on v1 and 1.4.13 serves no v1 at all, so
-//! there cri-bridge must work the driver out itself.
+//! there cri-bridge must work the driver out itself, from the runtime's `Status` info.
+//!
+//! containerd 1.4.13 prints every runc options table as `{}` in that info, whatever it holds, so
+//! with `io.containerd.runc.v2` as the default runtime its driver cannot be read: cri-bridge answers
+//! `UNIMPLEMENTED` unless the operator states it (`emulate.runtime_config.cgroup_driver`), and then
+//! answers what was stated. 1.4.13's legacy v1 shim (`io.containerd.runtime.v1.linux`) takes its
+//! driver from the CRI plugin's top-level `systemd_cgroup`, which the info does show
+//! (`"systemdCgroup"`): there cri-bridge reads the driver as for 1.6 and 1.7.
 //!
 //! The answer is then held against what the runtime does with a pod whose `cgroup_parent` is the
 //! one a kubelet of that driver sends (`/kubepods/besteffort/pod<uid>` for cgroupfs,
@@ -15,14 +23,15 @@
 //! what shows the runtime drives cgroups through systemd.
 //!
 //! Needs root, containerd, runc and busybox-static, and the 1.4.13, 1.7.24 and 2.1.9 builds
-//! unpacked by `tools/debian-unpack.sh` (`bash .ci/run` does all of it). One containerd per build
-//! and setting, shared by every assertion about it.
+//! unpacked by `tools/debian-unpack.sh` (`bash .ci/run` does all of it). One containerd per build,
+//! shim and setting, shared by every assertion about it.
 
 mod common;
 mod containerd_support;
 
 use containerd_support::{Build, Containerd, Options, BUSYBOX_IMAGE};
 use cri_bridge::api::{v1, v1alpha2};
+use cri_bridge::runtime_config::CgroupDriver;
 use cri_bridge::CriVersion::V1;
 use serde_json::Value;
 use std::path::Path;
@@ -46,40 +55,59 @@ fn systemd_is_running() -> bool {
     Path::new("/run/systemd/system").is_dir()
 }
 
+/// 1.4.13 with runc.v2: the driver is unreadable, so `UNIMPLEMENTED` unless the key states it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_config_containerd_1_4() {
-    both_settings(Build::V1_4).await;
+    both_settings(Build::V1_4, false).await;
+}
+
+/// 1.4.13 with the legacy v1 shim: the driver is read from the plugin-wide `systemdCgroup`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_config_containerd_1_4_legacy_v1_shim() {
+    both_settings(Build::V1_4, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_config_containerd_1_6() {
-    both_settings(Build::System).await;
+    both_settings(Build::System, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_config_containerd_1_7() {
-    both_settings(Build::V1_7).await;
+    both_settings(Build::V1_7, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_config_containerd_2_1() {
-    both_settings(Build::V2_1).await;
+    both_settings(Build::V2_1, false).await;
 }
 
-/// Both settings of `build`, one after the other; every failure of both is reported together.
-async fn both_settings(build: Build) {
+/// Both settings of `build` (with the legacy v1 shim as its default runtime or runc.v2), one after
+/// the other; every failure of both is reported together.
+async fn both_settings(build: Build, legacy_v1_shim: bool) {
     let mut failures = Vec::new();
     for systemd_cgroup in [false, true] {
-        failures.extend(one_setting(build, systemd_cgroup).await);
+        failures.extend(one_setting(build, Options { systemd_cgroup, legacy_v1_shim }).await);
     }
     assert!(failures.is_empty(), "containerd {}:\n{}", build.runtime_version(), failures.join("\n"));
 }
 
-/// One containerd of `build` with `SystemdCgroup = systemd_cgroup` and cri-bridge (`auto`) in
-/// front of it. Returns what failed.
-async fn one_setting(build: Build, systemd_cgroup: bool) -> Vec<String> {
-    let ctd = Containerd::start_with(build, Options { systemd_cgroup }).await;
-    let row = format!("containerd {} with SystemdCgroup = {systemd_cgroup}", build.runtime_version());
+/// Whether cri-bridge can know the driver of `build` configured with `options` from its `Status`
+/// info: not on 1.4 with a runc.v2 default runtime, whose options table it prints as `{}`.
+fn readable(build: Build, options: Options) -> bool {
+    build != Build::V1_4 || options.legacy_v1_shim
+}
+
+/// One containerd of `build` configured with `options` and cri-bridge (`auto`) in front of it.
+/// Returns what failed.
+async fn one_setting(build: Build, options: Options) -> Vec<String> {
+    let systemd_cgroup = options.systemd_cgroup;
+    let ctd = Containerd::start_with(build, options).await;
+    let row = if options.legacy_v1_shim {
+        format!("containerd {} with the legacy v1 shim, systemd_cgroup = {systemd_cgroup}", build.runtime_version())
+    } else {
+        format!("containerd {} with SystemdCgroup = {systemd_cgroup}", build.runtime_version())
+    };
     let expected = native_driver(systemd_cgroup);
     let mut failures = Vec::new();
 
@@ -110,14 +138,21 @@ async fn one_setting(build: Build, systemd_cgroup: bool) -> Vec<String> {
             (_, other) => failures.push(format!("{row}: expected UNIMPLEMENTED natively, got {other:?}")),
         }
     }
+    if options.legacy_v1_shim {
+        if let Err(why) = legacy_shim_shown(&ctd, systemd_cgroup).await {
+            failures.push(format!("{row}: {why}"));
+        }
+    }
 
     let dir = common::TempDir::new("rtcfg");
     let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, None)).await;
     let mut rt = V1Runtime::new(common::channel(&bridge.socket));
 
-    // The v1 caller's RuntimeConfig through cri-bridge.
-    match rt.runtime_config(v1::RuntimeConfigRequest {}).await {
-        Ok(answer) => {
+    // The v1 caller's RuntimeConfig through cri-bridge, with no cgroup driver configured: the
+    // runtime's driver where its Status info shows it, else UNIMPLEMENTED.
+    let unkeyed = rt.runtime_config(v1::RuntimeConfigRequest {}).await;
+    match (readable(build, options), unkeyed) {
+        (true, Ok(answer)) => {
             let driver = answer.into_inner().linux.map(|l| l.cgroup_driver());
             if driver != Some(expected) {
                 failures.push(format!(
@@ -125,15 +160,52 @@ async fn one_setting(build: Build, systemd_cgroup: bool) -> Vec<String> {
                 ));
             }
         }
-        Err(status) => failures.push(format!(
+        (true, Err(status)) => failures.push(format!(
             "{row}: RuntimeConfig through cri-bridge fails ({:?}: {}); containerd 2.1.9 says {expected:?}",
             status.code(),
             status.message()
         )),
+        (false, Err(status)) if status.code() == Code::Unimplemented => {
+            println!("{row}: RuntimeConfig through cri-bridge: UNIMPLEMENTED ({})", status.message());
+        }
+        (false, other) => failures.push(format!(
+            "{row}: the driver is not readable here, so RuntimeConfig through cri-bridge must be UNIMPLEMENTED, \
+             not {:?}",
+            other.map(|r| r.into_inner()).map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+        )),
+    }
+
+    // Where it is not readable, the operator states it: with the key set to the driver the
+    // runtime really uses (the same setting), cri-bridge answers that, as 2.1.9 does natively.
+    if !readable(build, options) {
+        let mut config = common::config(&dir, &ctd.socket, None);
+        config.listen_path = dir.path("bridge-keyed.sock");
+        config.cgroup_driver = Some(if systemd_cgroup { CgroupDriver::Systemd } else { CgroupDriver::Cgroupfs });
+        let keyed = common::Bridge::start(config).await;
+        let mut keyed_rt = V1Runtime::new(common::channel(&keyed.socket));
+        match keyed_rt.runtime_config(v1::RuntimeConfigRequest {}).await {
+            Ok(answer) => {
+                let driver = answer.into_inner().linux.map(|l| l.cgroup_driver());
+                if driver != Some(expected) {
+                    failures.push(format!(
+                        "{row}: with the key set, RuntimeConfig through cri-bridge says {driver:?}; containerd \
+                         2.1.9 says {expected:?}"
+                    ));
+                }
+            }
+            Err(status) => failures.push(format!(
+                "{row}: with the key set, RuntimeConfig through cri-bridge fails ({:?}: {}); containerd 2.1.9 says \
+                 {expected:?}",
+                status.code(),
+                status.message()
+            )),
+        }
+        keyed.stop().await;
     }
 
     // What the runtime does with a kubelet's pod.
-    if let Err(why) = cgroup_of_a_container(&ctd, &mut rt, systemd_cgroup).await {
+    let shim = if options.legacy_v1_shim { "containerd-shim" } else { "containerd-shim-runc-v2" };
+    if let Err(why) = cgroup_of_a_container(&ctd, &mut rt, systemd_cgroup, shim).await {
         failures.push(format!("{row}: {why}"));
     }
     bridge.stop().await;
@@ -146,6 +218,35 @@ async fn one_setting(build: Build, systemd_cgroup: bool) -> Vec<String> {
     failures
 }
 
+/// The legacy v1 shim as the runtime's `Status` info shows it (asked directly, in v1alpha2 on
+/// 1.4): the default handler `runc` of type `io.containerd.runtime.v1.linux`, with no options, and
+/// the plugin-wide `systemdCgroup` as configured.
+async fn legacy_shim_shown(ctd: &Containerd, systemd_cgroup: bool) -> Result<(), String> {
+    let request = v1alpha2::StatusRequest { verbose: true };
+    let mut direct = v1alpha2::runtime_service_client::RuntimeServiceClient::new(ctd.direct_channel());
+    let info = direct.status(request).await.map_err(|s| format!("Status: {s:?}"))?.into_inner().info;
+    let config: Value = info
+        .get("config")
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or_else(|| format!("Status verbose has no JSON \"config\": {:?}", info.keys()))?;
+    let containerd = &config["containerd"];
+    let shown = serde_json::json!({
+        "defaultRuntimeName": containerd["defaultRuntimeName"],
+        "runc": containerd["runtimes"]["runc"],
+        "systemdCgroup": config["systemdCgroup"],
+    });
+    println!("Status info config (the parts naming the driver): {shown}");
+    let runc = &containerd["runtimes"]["runc"];
+    if containerd["defaultRuntimeName"] != "runc"
+        || runc["runtimeType"] != "io.containerd.runtime.v1.linux"
+        || !runc["options"].is_null()
+        || config["systemdCgroup"] != systemd_cgroup
+    {
+        return Err(format!("its Status info shows {shown}, not the legacy v1 shim as configured"));
+    }
+    Ok(())
+}
+
 /// The cgroup parent a kubelet of that driver gives a BestEffort pod with `uid`.
 fn cgroup_parent(systemd: bool, uid: &str) -> String {
     if systemd {
@@ -156,9 +257,10 @@ fn cgroup_parent(systemd: bool, uid: &str) -> String {
 }
 
 /// Runs a pod and a container through `rt` and checks the cgroup the runtime gave them: the
-/// driver's form in the spec and in the running process's `/proc/<pid>/cgroup`. Where the
-/// systemd driver cannot run (no systemd), checks instead that the sandbox fails for that reason.
-async fn cgroup_of_a_container(ctd: &Containerd, rt: &mut V1Runtime, systemd: bool) -> Result<(), String> {
+/// driver's form in the spec and in the running process's `/proc/<pid>/cgroup`, and that the
+/// process runs under `shim` (the binary's name). Where the systemd driver cannot run (no
+/// systemd), checks instead that the sandbox fails for that reason.
+async fn cgroup_of_a_container(ctd: &Containerd, rt: &mut V1Runtime, systemd: bool, shim: &str) -> Result<(), String> {
     static N: AtomicU32 = AtomicU32::new(0);
     let uid = format!("{:08x}-0000-4000-8000-{:012x}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
     let parent = cgroup_parent(systemd, &uid);
@@ -181,7 +283,7 @@ async fn cgroup_of_a_container(ctd: &Containerd, rt: &mut V1Runtime, systemd: bo
         let _ = remove_pod(rt, &pod).await;
         return Err("the systemd driver ran a sandbox on a machine without systemd".into());
     }
-    let checked = container_cgroup(rt, &pod, &pod_config, &parent, systemd).await;
+    let checked = container_cgroup(rt, &pod, &pod_config, &parent, systemd, shim).await;
     let removed = remove_pod(rt, &pod).await;
     remove_cgroupfs_parent(&parent, systemd);
     checked.and(removed)
@@ -193,6 +295,7 @@ async fn container_cgroup(
     pod_config: &v1::PodSandboxConfig,
     parent: &str,
     systemd: bool,
+    shim: &str,
 ) -> Result<(), String> {
     let request = v1::CreateContainerRequest {
         pod_sandbox_id: pod.into(),
@@ -243,7 +346,14 @@ async fn container_cgroup(
             "the container's process (pid {pid}) is in cgroups {paths:?}, not the form of {expected_spec}"
         ));
     }
-    println!("container {id}: cgroupsPath {spec_path}; /proc/{pid}/cgroup {}", paths[0]);
+    // Its parent: the shim that started it (a shim is the subreaper of its containers).
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)).unwrap_or_default();
+    let exe = std::fs::read_link(format!("/proc/{ppid}/exe")).unwrap_or_default();
+    if exe.file_name().and_then(|n| n.to_str()) != Some(shim) {
+        return Err(format!("the container's process (pid {pid}) runs under {exe:?} (pid {ppid}), not {shim}"));
+    }
+    println!("container {id} under {}: cgroupsPath {spec_path}; /proc/{pid}/cgroup {}", exe.display(), paths[0]);
     Ok(())
 }
 

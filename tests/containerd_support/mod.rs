@@ -61,8 +61,14 @@ pub struct Options {
     /// containers' cgroups made by systemd (`slice:prefix:name` paths) rather than by runc
     /// writing cgroupfs. Only the runtime's `options` table is set; 1.4's CRI plugin also has a
     /// top-level `systemd_cgroup`, which is for the legacy `io.containerd.runtime.v1.linux` shim
-    /// only and is left unset.
+    /// only and is left unset (unless `legacy_v1_shim`).
     pub systemd_cgroup: bool,
+    /// 1.x only: the default runtime (`runc`) is the legacy v1 shim (`containerd-shim`,
+    /// `runtime_type = "io.containerd.runtime.v1.linux"`) instead of `io.containerd.runc.v2`. It
+    /// takes no `options` table: its runc root is the runtime's `runtime_root`, and the driver the
+    /// CRI plugin's top-level `systemd_cgroup`, which is then set to `systemd_cgroup` (containerd
+    /// 1.4 refuses that key for any other runtime type; 2.x has no v1 shim).
+    pub legacy_v1_shim: bool,
 }
 
 impl Build {
@@ -469,6 +475,28 @@ fn config_toml(build: Build, options: Options, dir: &Path, socket: &Path, regist
     let s = socket.display();
     let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
     let systemd_cgroup = options.systemd_cgroup;
+    // The default runtime: runc.v2 with its options table, or the legacy v1 shim, whose driver is
+    // the plugin-wide `systemd_cgroup` (see `Options::legacy_v1_shim`).
+    let (plugin_wide, runtime) = if options.legacy_v1_shim {
+        (
+            format!("\n  systemd_cgroup = {systemd_cgroup}"),
+            format!(
+                r#"      runtime_type = "io.containerd.runtime.v1.linux"
+      runtime_root = "{d}/runc""#
+            ),
+        )
+    } else {
+        (
+            String::new(),
+            format!(
+                r#"      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{d}/runc"
+        SystemdCgroup = {systemd_cgroup}"#
+            ),
+        )
+    };
     format!(
         r#"version = 2
 root = "{d}/root"
@@ -493,18 +521,14 @@ disabled_plugins = [{disabled}
   disable_apparmor = true
   enable_selinux = false
   stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
+  stream_server_port = "0"{plugin_wide}
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
     default_runtime_name = "runc"
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "{d}/runc"
-        SystemdCgroup = {systemd_cgroup}
+{runtime}
 
   # Empty: pods use the host network, CNI is never called.
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -528,6 +552,7 @@ disabled_plugins = [{disabled}
 /// 2.x way, by a `hosts.toml` under `config_path` (`write_hosts_toml`): 2.x still reads
 /// `mirrors`, but then falls back from the transfer service to its deprecated local pull.
 fn config_toml_v3(build: Build, options: Options, dir: &Path, socket: &Path) -> String {
+    assert!(!options.legacy_v1_shim, "containerd {} has no legacy v1 shim", build.runtime_version());
     let d = dir.display();
     let s = socket.display();
     let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
@@ -741,7 +766,8 @@ fn all_pids() -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// `containerd-shim-runc-v2 -namespace k8s.io -id … -address <our socket>`: ours only.
+/// `containerd-shim-runc-v2 -namespace k8s.io -id … -address <our socket>`, or the legacy v1
+/// shim's `containerd-shim -namespace k8s.io … -address <our socket> …`: ours only.
 fn shim_pids(socket: &Path) -> Vec<u32> {
     let socket = socket.to_str().unwrap();
     all_pids()
@@ -749,7 +775,8 @@ fn shim_pids(socket: &Path) -> Vec<u32> {
         .filter(|pid| {
             let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            args.first().is_some_and(|a0| a0.ends_with(b"containerd-shim-runc-v2")) && args.contains(&socket.as_bytes())
+            args.first().is_some_and(|a0| a0.ends_with(b"containerd-shim-runc-v2") || a0.ends_with(b"containerd-shim"))
+                && args.contains(&socket.as_bytes())
         })
         .collect()
 }
