@@ -19,6 +19,14 @@ pub enum Error {
     #[error("{rpc} is not available: the runtime speaks {runtime}, which predates it (Kubernetes 1.{since})")]
     NotInRuntimeRevision { rpc: String, since: u8, runtime: String },
 
+    /// `RuntimeConfig` for a runtime that lacks it, whose cgroup driver is unknown
+    /// (UNIMPLEMENTED: kubelets 1.34–1.37 fall back on exactly that code).
+    #[error(
+        "{missing}; cri-bridge answers it for such a runtime only with the cgroup driver the runtime uses, which is \
+         unknown ({why}): set emulate.runtime_config.cgroup_driver"
+    )]
+    DriverUnknown { missing: Box<Error>, why: String },
+
     /// The caller's message does not decode against its version's schema.
     #[error("{rpc}: the request is not a valid CRI {version} {message}: {detail}")]
     BadRequest { rpc: String, version: CriVersion, message: &'static str, detail: String },
@@ -43,7 +51,9 @@ impl From<Error> for Status {
     fn from(error: Error) -> Status {
         let code = match &error {
             Error::Refused(_) => Code::FailedPrecondition,
-            Error::NotInBackendVersion { .. } | Error::NotInRuntimeRevision { .. } => Code::Unimplemented,
+            Error::NotInBackendVersion { .. } | Error::NotInRuntimeRevision { .. } | Error::DriverUnknown { .. } => {
+                Code::Unimplemented
+            }
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } => Code::Internal,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,

@@ -117,6 +117,9 @@ async fn the_config_key_wins_and_an_unknown_driver_is_unimplemented() {
     // (any other code makes a kubelet 1.34–1.37 exit).
     let unknown = setup("emulate-unknown", &[V1alpha2], None, None, None).await;
     assert_eq!(runtime_config(&unknown.bridge.socket).await, Err(Code::Unimplemented));
+    let status =
+        call(&unknown.bridge.socket, "/runtime.v1.RuntimeService/RuntimeConfig", Vec::new()).await.unwrap_err();
+    assert!(status.message().contains("emulate.runtime_config.cgroup_driver"), "names the key: {status:?}");
     unknown.stop().await;
 }
 

@@ -181,6 +181,9 @@ impl Forwarder {
                 if let Some(emulated) = emulate(rpc, &found) {
                     return Ok(answer_message(answer, emulated).await?);
                 }
+                if let (true, Err(why)) = (is_runtime_config(rpc), &runtime.cgroup_driver) {
+                    return Err(Error::DriverUnknown { missing: Box::new(error), why: why.clone() }.into());
+                }
                 return Err(error.into());
             }
             let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
@@ -407,10 +410,13 @@ async fn answer_message(answer: &mut Answer, message: Vec<u8>) -> Result<Code, C
 /// cri-bridge's own answer to a call the runtime cannot answer, where it knows what the
 /// runtime would say (DESIGN principle 12): `RuntimeConfig` from the runtime's cgroup driver.
 fn emulate(rpc: Rpc, found: &Discovered) -> Option<Vec<u8>> {
-    let is_runtime_config = rpc.version == CriVersion::V1 && rpc.info.method == "RuntimeConfig";
-    let driver = found.profile.runtime.cgroup_driver.as_ref().ok().filter(|_| is_runtime_config)?;
+    let driver = found.profile.runtime.cgroup_driver.as_ref().ok().filter(|_| is_runtime_config(rpc))?;
     tracing::debug!(driver = %driver, "RuntimeConfig answered by cri-bridge");
     Some(crate::runtime_config::answer(driver.driver))
+}
+
+fn is_runtime_config(rpc: Rpc) -> bool {
+    rpc.version == CriVersion::V1 && rpc.info.method == "RuntimeConfig"
 }
 
 /// The deadline passed while cri-bridge held the call.
