@@ -243,9 +243,14 @@ impl Backend {
                 None => RuntimeProfile::unknown(version, pins.revision),
             };
             if self.role == Role::Runtime && profile.source == Source::Assumed {
-                // cri-dockerd's v1 service tells its revisions in both versions.
-                let asked = if profile.runtime_name == DOCKER { CriVersion::V1 } else { version };
-                profile = profile.with_rpc_floor(self.rpc_floor(asked).await);
+                // cri-dockerd's v1 service tells its revisions in both versions, by the RPCs it
+                // has (its releases' pins are known); an unknown runtime only by those it
+                // implements: one built against a newer cri-api than its code has the newer RPCs
+                // unimplemented, and acts on no more than its code reads.
+                profile = match profile.runtime_name == DOCKER {
+                    true => profile.with_rpc_floor(self.rpc_floor(CriVersion::V1, true).await),
+                    false => profile.with_rpc_floor(self.rpc_floor(version, false).await),
+                };
             }
             if profile.reports_features() {
                 profile.features = Some(self.features().await);
@@ -279,21 +284,23 @@ impl Backend {
         }
     }
 
-    /// The revision of the newest of [`telling_rpcs`] the runtime's `version` service has:
-    /// registered (answered, or `UNIMPLEMENTED` in grpc-go's words for a registered method), not
-    /// unknown. `None` when it has none, or cannot tell (the runtime went away).
-    async fn rpc_floor(&self, version: CriVersion) -> Option<u8> {
+    /// The revision of the newest of [`telling_rpcs`] the runtime's `version` service answers:
+    /// implemented (answered, or failed in the method), or with `registered`, also a method its
+    /// service has but does not implement (`UNIMPLEMENTED` in grpc-go's words for that, against
+    /// `unknown method` for one it lacks). `None` when it has none, or cannot tell (the runtime
+    /// went away).
+    pub async fn rpc_floor(&self, version: CriVersion, registered: bool) -> Option<u8> {
         for &(method, since) in telling_rpcs(version) {
             let info = version.schema().rpc("RuntimeService", method).expect("a telling RPC of its version");
-            let registered = match self.unary(Rpc { version, info }, &[]).await {
+            let has = match self.unary(Rpc { version, info }, &[]).await {
                 Ok(_) => true,
                 Err(status) => match status.code() {
-                    Code::Unimplemented => status.message() == format!("method {method} not implemented"),
+                    Code::Unimplemented => registered && status.message() == format!("method {method} not implemented"),
                     Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => return None,
                     _ => true,
                 },
             };
-            if registered {
+            if has {
                 return Some(since);
             }
         }

@@ -415,3 +415,29 @@ fn remove_cgroupfs_parent(parent: &str, systemd: bool) {
         }
     }
 }
+
+/// How an unknown runtime's revision is floored (`Backend::rpc_floor`), against grpc-go's real
+/// answers: containerd 1.6.20 lacks `RuntimeConfig` and `ListMetricDescriptors` (`unknown
+/// method`) and implements `ListPodSandboxStats` (1.23); Debian's 1.7.24 is built against a newer
+/// cri-api than its code, so its service has `RuntimeConfig` (1.28) unimplemented (`method
+/// RuntimeConfig not implemented`). Counting that would floor it above the 1.27 its code reads:
+/// for an unknown runtime only implemented RPCs count (cri-dockerd, whose releases' pins are
+/// known, is placed by registration).
+#[tokio::test]
+async fn an_unknown_runtimes_floor_counts_only_what_it_implements() {
+    // (Neither implements ListMetricDescriptors, 1.26: both are floored at 1.23, below their 1.25 and 1.27.)
+    for (build, registered, implemented) in [(Build::System, Some(23), Some(23)), (Build::V1_7, Some(28), Some(23))] {
+        let ctd = Containerd::start_build(build).await;
+        let backend = cri_bridge::backend::Backend::new(
+            format!("unix://{}", ctd.socket.display()),
+            cri_bridge::backend::Role::Runtime,
+            ctd.socket.clone(),
+            cri_bridge::backend::Pins::default(),
+            cri_bridge::config::DEFAULT_MAX_MESSAGE_SIZE,
+        );
+        assert_eq!(backend.rpc_floor(V1, true).await, registered, "{build:?}: what its service has");
+        let floor = backend.rpc_floor(V1, false).await;
+        println!("{build:?}: floor by what it has {registered:?}, by what it implements {floor:?}");
+        assert_eq!(floor, implemented, "{build:?}: what it implements");
+    }
+}
