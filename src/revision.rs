@@ -157,7 +157,8 @@ fn docker_revision(version: CriVersion, floor: Option<u8>) -> u8 {
 }
 
 /// Read-only RPCs of each version, newest first, with the Kubernetes minor that added them: a
-/// runtime whose CRI service has one (even unimplemented) decodes at least that revision.
+/// runtime whose CRI service has one decodes at least that revision, and one that implements it
+/// was written for it.
 pub fn telling_rpcs(version: CriVersion) -> &'static [(&'static str, u8)] {
     match version {
         CriVersion::V1 => &[("RuntimeConfig", 28), ("ListMetricDescriptors", 26), ("ListPodSandboxStats", 23)],
