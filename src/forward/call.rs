@@ -12,7 +12,7 @@ use crate::version::CriVersion;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::RecvStream;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
@@ -48,8 +48,16 @@ impl From<CallerGone> for Failure {
 /// The caller's headers that describe its own HTTP/2 request rather than the call (its body's
 /// `content-length` among them: a converted body has another length), or are set anew (the
 /// deadline, sent as the time left). Everything else (`traceparent`, `user-agent`, …) passes on.
-const NOT_FORWARDED: [&str; 8] =
-    ["te", "content-type", "content-length", "host", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout", OWN_CALL];
+static NOT_FORWARDED: [HeaderName; 8] = [
+    HeaderName::from_static("te"),
+    HeaderName::from_static("content-type"),
+    HeaderName::from_static("content-length"),
+    HeaderName::from_static("host"),
+    HeaderName::from_static("grpc-accept-encoding"),
+    HeaderName::from_static("grpc-encoding"),
+    HeaderName::from_static("grpc-timeout"),
+    OWN_CALL,
+];
 
 impl Forwarder {
     /// Serves one stream of a client connection to its end, counting it (metrics, `caller`).
@@ -79,7 +87,7 @@ impl Forwarder {
         };
         let rpc = method.rpc;
         // `cri-bridge probe` asks in every version: it is no caller to migrate.
-        if !(head.headers.contains_key(OWN_CALL) && caller.peer.is_cri_bridge()) {
+        if !(head.headers.contains_key(&OWN_CALL) && caller.peer.is_cri_bridge()) {
             caller.called(rpc.version);
         }
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
@@ -146,7 +154,7 @@ impl Forwarder {
         let message = frame.slice(PREFIX_LEN..);
         let backend = self.backend_for(rpc);
         let mut metadata = headers;
-        for name in NOT_FORWARDED {
+        for name in &NOT_FORWARDED {
             metadata.remove(name);
         }
         metadata.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
@@ -156,22 +164,11 @@ impl Forwarder {
             let found = backend.version().await?;
             *backend_version = Some(found.version);
             let plan = method.plan(found.version);
-            let runtime = &found.profile.runtime;
-            let missing = match &plan.backend {
-                None => Some(Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version }),
-                Some(_) if runtime.lacks_rpc(plan.since) => Some(Error::NotInRuntimeRevision {
-                    rpc: rpc.name(),
-                    since: plan.since,
-                    runtime: runtime.to_string(),
-                }),
-                Some(_) => None,
-            };
-            if let Some(error) = missing {
+            if plan.backend.is_none() || found.profile.runtime.lacks_rpc(plan.since) {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
                 // reconnection) in between: ask again before saying it lacks the RPC, at most
-                // once a second.
-                // And before answering for the runtime: only a runtime that answers now, with its
-                // config as of now, is answered for.
+                // once a second. And before answering for the runtime: only a runtime that
+                // answers now, with its config as of now, is answered for.
                 let emulable = emulate(rpc, &found).is_some();
                 if !retried && (emulable || found.at.elapsed() > REPROBE_AFTER) {
                     backend.forget();
@@ -181,10 +178,7 @@ impl Forwarder {
                 if let Some(emulated) = emulate(rpc, &found) {
                     return Ok(answer_message(answer, emulated).await?);
                 }
-                if let (true, Err(why)) = (is_runtime_config(rpc), &runtime.cgroup_driver) {
-                    return Err(Error::DriverUnknown { missing: Box::new(error), why: why.clone() }.into());
-                }
-                return Err(error.into());
+                return Err(missing(rpc, plan, &found).into());
             }
             let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
             let outgoing = match self.convert_request(rpc, plan, &found, &message)? {
@@ -413,6 +407,20 @@ fn emulate(rpc: Rpc, found: &Discovered) -> Option<Vec<u8>> {
     let driver = found.profile.runtime.cgroup_driver.as_ref().ok().filter(|_| is_runtime_config(rpc))?;
     tracing::debug!(driver = %driver, "RuntimeConfig answered by cri-bridge");
     Some(crate::runtime_config::answer(driver.driver))
+}
+
+/// Why an RPC the runtime lacks is `UNIMPLEMENTED`: its version or its revision has no such
+/// RPC; for `RuntimeConfig`, also why cri-bridge cannot answer it instead.
+fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
+    let runtime = &found.profile.runtime;
+    let error = match plan.backend {
+        None => Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version },
+        Some(_) => Error::NotInRuntimeRevision { rpc: rpc.name(), since: plan.since, runtime: runtime.to_string() },
+    };
+    match (is_runtime_config(rpc), &runtime.cgroup_driver) {
+        (true, Err(why)) => Error::DriverUnknown { missing: Box::new(error), why: why.clone() },
+        _ => error,
+    }
 }
 
 fn is_runtime_config(rpc: Rpc) -> bool {

@@ -19,7 +19,7 @@ use tonic::{Code, Status};
 
 /// Metadata on cri-bridge's own calls (its probes, `cri-bridge probe`): a cri-bridge that
 /// receives one from a `cri-bridge` executable does not count it as a caller's call.
-pub const OWN_CALL: &str = "x-cri-bridge-own-call";
+pub const OWN_CALL: http::HeaderName = http::HeaderName::from_static("x-cri-bridge-own-call");
 
 /// What a stream of the runtime's may send before cri-bridge has passed it on: a 1,000-container
 /// list (about 650 KiB) in three windows, and at most this much held per call for a slow caller.
