@@ -233,3 +233,22 @@ async fn mount_options_are_refused_unless_the_runtime_reports_the_feature() {
     assert_eq!(ours.runtime.memory.calls_of("CreateContainer"), 1);
     ours.stop().await;
 }
+
+#[tokio::test]
+async fn asking_runtime_config_in_a_loop_does_not_make_cri_bridge_probe_for_everyone() {
+    // A probe holds every caller's next call; a client looping RuntimeConfig must not cause them.
+    let s = setup("emulate-loop", &[V1alpha2], None, Some(v1::CgroupDriver::Systemd), None).await;
+    assert_eq!(runtime_config(&s.bridge.socket).await, Ok(v1::CgroupDriver::Systemd));
+    let statuses = s.runtime.memory.calls_of("Status");
+    let versions = s.runtime.memory.calls_of("Version");
+    let started = std::time::Instant::now();
+    for _ in 0..50 {
+        assert_eq!(runtime_config(&s.bridge.socket).await, Ok(v1::CgroupDriver::Systemd));
+    }
+    // At most one probe a second (a runtime upgraded with no reconnection is noticed so).
+    let probes = s.runtime.memory.calls_of("Status") - statuses;
+    assert!(probes <= started.elapsed().as_secs(), "{probes} probes in {:?}", started.elapsed());
+    let liveness = s.runtime.memory.calls_of("Version") - versions - probes;
+    assert_eq!(liveness, 50, "one Version per call, to know the runtime answers now");
+    s.stop().await;
+}

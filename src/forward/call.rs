@@ -167,15 +167,25 @@ impl Forwarder {
             if plan.backend.is_none() || found.profile.runtime.lacks_rpc(plan.since) {
                 // The runtime may have been upgraded since it was probed, with no call (and so no
                 // reconnection) in between: ask again before saying it lacks the RPC, at most
-                // once a second. And before answering for the runtime: only a runtime that
-                // answers now, with its config as of now, is answered for.
-                let emulable = emulate(rpc, &found).is_some();
-                if !retried && (emulable || found.at.elapsed() > REPROBE_AFTER) {
+                // once a second (a probe holds every caller's next call).
+                if !retried && found.at.elapsed() > REPROBE_AFTER {
                     backend.forget();
                     retried = true;
                     continue;
                 }
                 if let Some(emulated) = emulate(rpc, &found) {
+                    // Only a runtime that answers now is answered for (asked directly, a runtime
+                    // that is down gives UNAVAILABLE); one that came back on a new connection
+                    // may have a new config: it is probed again first. This costs this caller
+                    // one Version call, and no one else anything.
+                    if let Err(status) = backend.call_version(found.version).await {
+                        let detail = status.message().to_string();
+                        return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());
+                    }
+                    if !retried && backend.is_stale(&found) {
+                        retried = true;
+                        continue;
+                    }
                     return Ok(answer_message(answer, emulated).await?);
                 }
                 return Err(missing(rpc, plan, &found).into());
