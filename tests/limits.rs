@@ -29,7 +29,7 @@ struct Daemon {
     child: Reaped,
     socket: PathBuf,
     metrics: PathBuf,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Daemon {
@@ -57,7 +57,7 @@ impl Daemon {
                 .unwrap(),
         );
         wait_for_listener(&mut child, &socket).await;
-        let daemon = Daemon { child, socket, metrics, _dir: dir };
+        let daemon = Daemon { child, socket, metrics, dir };
         // Once, so the runtime is found and the steady state is what the baselines see; the
         // call's connection is closed by the time it returns, and gone from cri-bridge soon after.
         daemon.well_behaved_call().await;
@@ -122,7 +122,7 @@ impl Daemon {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path("stderr.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path("stderr.log")).unwrap_or_default()
     }
 }
 
@@ -179,10 +179,14 @@ async fn connections_over_the_per_uid_limit_are_closed_and_other_uids_are_served
     assert!(matches!(read, Ok(0) | Err(_)), "nothing but the close: {read:?}");
     // Another uid is served meanwhile: `cri-bridge probe` run as nobody.
     let started = Instant::now();
+    // A copy of the binary in the test's own directory: the checkout may sit where nobody may
+    // enter (a clone in root's home, or in a 0700 temporary directory).
+    let bin = daemon.dir.path("cri-bridge");
+    std::fs::copy(BIN, &bin).unwrap();
     let probe = {
         use std::os::unix::process::CommandExt;
         let socket = daemon.socket.clone();
-        tokio::task::spawn_blocking(move || Command::new(BIN).arg("probe").arg(socket).uid(65534).gid(65534).output())
+        tokio::task::spawn_blocking(move || Command::new(bin).arg("probe").arg(socket).uid(65534).gid(65534).output())
             .await
             .unwrap()
             .unwrap()
