@@ -177,18 +177,11 @@ impl Backend {
                 tracing::warn!(endpoint = %self.endpoint, "{runtime}");
             }
             if self.role == Role::Runtime && !runtime.has_runtime_config() {
-                match &runtime.cgroup_driver {
-                    Ok(driver) => tracing::info!(
-                        endpoint = %self.endpoint,
-                        "RuntimeConfig: where the runtime lacks it, cri-bridge answers cgroup driver {driver}: {}",
-                        runtime_config::kubelets(true)
-                    ),
-                    Err(why) => tracing::warn!(
-                        endpoint = %self.endpoint,
-                        "RuntimeConfig: where the runtime lacks it, it is answered UNIMPLEMENTED, since the cgroup \
-                         driver is unknown ({why}): {}",
-                        runtime_config::kubelets(false)
-                    ),
+                let (who, known) = (runtime_config::who_answers(&runtime.cgroup_driver), runtime.cgroup_driver.is_ok());
+                let kubelets = runtime_config::kubelets(known);
+                match known {
+                    true => tracing::info!(endpoint = %self.endpoint, "RuntimeConfig: {who}: {kubelets}"),
+                    false => tracing::warn!(endpoint = %self.endpoint, "RuntimeConfig: {who}: {kubelets}"),
                 }
             }
         }
@@ -321,11 +314,11 @@ impl Backend {
     }
 
     /// Calls v1 `RuntimeConfig`: the cgroup driver, or the answer's code and message.
-    pub async fn runtime_config(&self) -> Result<v1::CgroupDriver, String> {
+    pub async fn runtime_config(&self) -> Result<CgroupDriver, String> {
         let info = CriVersion::V1.schema().rpc("RuntimeService", "RuntimeConfig").expect("v1 has RuntimeConfig");
         match self.unary(Rpc { version: CriVersion::V1, info }, &[]).await {
             Ok(answer) => match v1::RuntimeConfigResponse::decode(answer) {
-                Ok(v1::RuntimeConfigResponse { linux: Some(linux) }) => Ok(linux.cgroup_driver()),
+                Ok(v1::RuntimeConfigResponse { linux: Some(linux) }) => Ok(linux.cgroup_driver().into()),
                 Ok(_) => Err("the answer has no linux configuration".to_string()),
                 Err(e) => Err(format!("invalid RuntimeConfigResponse: {e}")),
             },

@@ -1,7 +1,6 @@
 //! `cri-bridge probe SOCKET`: which CRI versions a runtime serves, and which kubelets can use it
 //! directly or through cri-bridge.
 
-use crate::api::v1;
 use crate::backend::{Backend, Pins, Role};
 use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
@@ -31,7 +30,7 @@ pub struct ProbeReport {
     pub profiles: Vec<RuntimeProfile>,
     /// What v1 `RuntimeConfig` answers (`None` when v1 is not served): the cgroup driver, or
     /// the status's code and message.
-    pub runtime_config: Option<Result<v1::CgroupDriver, String>>,
+    pub runtime_config: Option<Result<crate::runtime_config::CgroupDriver, String>>,
     /// What cri-bridge in front of the runtime would answer where it does not: the driver
     /// named in its `Status` info, or why none is.
     pub emulated_driver: crate::runtime_config::Reading,
@@ -159,13 +158,6 @@ fn refused_fields(profile: &RuntimeProfile) -> Vec<(&'static Classified, Block)>
         .collect()
 }
 
-fn driver_name(driver: v1::CgroupDriver) -> &'static str {
-    match driver {
-        v1::CgroupDriver::Systemd => "systemd",
-        v1::CgroupDriver::Cgroupfs => "cgroupfs",
-    }
-}
-
 fn yes(b: bool) -> &'static str {
     if b {
         "yes"
@@ -215,7 +207,7 @@ impl fmt::Display for ProbeReport {
             }
         }
         match &self.runtime_config {
-            Some(Ok(driver)) => writeln!(f, "RuntimeConfig: cgroup driver {}", driver_name(*driver))?,
+            Some(Ok(driver)) => writeln!(f, "RuntimeConfig: cgroup driver {driver}")?,
             Some(Err(error)) => writeln!(f, "RuntimeConfig: {error}")?,
             None => writeln!(f, "RuntimeConfig: not served (no CRI v1)")?,
         }

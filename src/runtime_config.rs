@@ -189,6 +189,23 @@ pub fn answer(driver: CgroupDriver) -> Vec<u8> {
     v1::RuntimeConfigResponse { linux: Some(linux) }.encode_to_vec()
 }
 
+/// Who answers `RuntimeConfig` where the runtime lacks it, as the log and `probe` say it.
+pub fn who_answers(reading: &Reading) -> String {
+    match reading {
+        Ok(driver) => format!("answered by cri-bridge where the runtime lacks it: {driver}"),
+        Err(why) => format!("UNIMPLEMENTED where the runtime lacks it: the cgroup driver is unknown ({why})"),
+    }
+}
+
+impl From<v1::CgroupDriver> for CgroupDriver {
+    fn from(driver: v1::CgroupDriver) -> CgroupDriver {
+        match driver {
+            v1::CgroupDriver::Systemd => CgroupDriver::Systemd,
+            v1::CgroupDriver::Cgroupfs => CgroupDriver::Cgroupfs,
+        }
+    }
+}
+
 /// Which kubelets can start on a runtime, given whether `RuntimeConfig` is answered (by the
 /// runtime or by cri-bridge).
 pub fn kubelets(answered: bool) -> &'static str {

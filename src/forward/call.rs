@@ -230,7 +230,9 @@ impl Forwarder {
                 retried = true;
                 continue;
             }
-            if let (true, Some(emulated)) = (unimplemented, emulate(rpc, &found)) {
+            // Only an answer of UNIMPLEMENTED is looked at again: every other call pays nothing.
+            let emulated = if unimplemented { emulate(rpc, &found) } else { None };
+            if let Some(emulated) = emulated {
                 return Ok(answer_message(answer, emulated).await?);
             }
             return self.relay_answer(rpc, plan, &found, backend, response, answer).await;

@@ -117,14 +117,9 @@ fn describe(role: &str, backend: &Backend) -> BackendStatus {
         revision: runtime.map(|r| format!("1.{}", r.minor)),
         runtime_name: runtime.map(|r| r.runtime_name.clone()).filter(|n| !n.is_empty()),
         runtime_version: runtime.map(|r| r.runtime_version.clone()).filter(|v| !v.is_empty()),
-        runtime_config: runtime.filter(|_| role == "runtime").map(|r| {
-            match (&r.cgroup_driver, r.has_runtime_config()) {
-                (_, true) => "answered by the runtime".to_string(),
-                (Ok(driver), false) => format!("answered by cri-bridge where the runtime lacks it: {driver}"),
-                (Err(why), false) => {
-                    format!("UNIMPLEMENTED where the runtime lacks it: the cgroup driver is unknown ({why})")
-                }
-            }
+        runtime_config: runtime.filter(|_| role == "runtime").map(|r| match r.has_runtime_config() {
+            true => "answered by the runtime".to_string(),
+            false => crate::runtime_config::who_answers(&r.cgroup_driver),
         }),
     }
 }
