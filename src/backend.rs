@@ -25,8 +25,11 @@ use tonic::Code;
 #[derive(Clone, Debug)]
 pub struct Discovered {
     pub version: CriVersion,
-    /// The connection count when the probe began; a newer connection means "probe again".
+    /// How many connections to the endpoint had been made when the probe began: a call on one
+    /// made since may have reached a runtime restarted (maybe upgraded) after the probe.
     pub connection: u64,
+    /// The probe connection it was found on: when that one ends, the runtime is probed again.
+    pub probed_on: Option<u64>,
     pub profile: Arc<Understanding>,
     /// When the probe answered.
     pub at: std::time::Instant,
@@ -135,16 +138,14 @@ impl Backend {
         self.discovered.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The connection calls are sent on.
+    /// The connection cri-bridge's own calls (its probes) are sent on.
     pub fn upstream(&self) -> &Upstream {
         &self.upstream
     }
 
-    /// The connection failed under a call: make a new one, and probe again, on the next call.
-    pub fn lost(&self) {
-        self.upstream.reset();
-        self.forget();
-        self.mark(false);
+    /// A connection of a client's own, numbered with the probes' (see [`Backend::made_after`]).
+    pub fn client_upstream(&self) -> Upstream {
+        self.upstream.sibling()
     }
 
     /// The version to speak now, and what the runtime understands: cached for the current
@@ -157,14 +158,15 @@ impl Backend {
         if let Some(found) = self.current() {
             return Ok(found);
         }
-        // Read before the probe: a reconnection during it makes the result stale at once.
-        let connection = self.upstream.connections();
+        // Read before the probe: a connection made during it may reach a runtime newer than it.
+        let connection = self.upstream.made();
         let probed = self.probe().await;
         self.mark(probed.is_ok());
         let (version, profile) = probed?;
         let found = Discovered {
             version,
             connection,
+            probed_on: self.upstream.open_number(),
             profile: Arc::new(Understanding::new(profile)),
             at: std::time::Instant::now(),
         };
@@ -188,9 +190,16 @@ impl Backend {
         Ok(found)
     }
 
-    /// True when the connection has changed since `found` was discovered.
+    /// True when the probe connection `found` was discovered on has ended since: the runtime
+    /// went away (restarted, maybe upgraded), or a probe call failed.
     pub fn is_stale(&self, found: &Discovered) -> bool {
-        self.upstream.connections() != found.connection
+        self.upstream.open_number() != found.probed_on
+    }
+
+    /// True when connection `number` (see [`Upstream::send`]) was made after `found`'s probe
+    /// began: a call on it may have reached a runtime that `found` does not describe.
+    pub fn made_after(&self, found: &Discovered, number: u64) -> bool {
+        number > found.connection
     }
 
     /// Forgets the discovered version: the next call probes again.
@@ -351,7 +360,7 @@ impl Backend {
     }
 
     /// Keeps the discovered version fresh: retries an unreachable runtime with backoff, and probes
-    /// again whenever a new connection is made. Runs until the task is dropped.
+    /// again whenever the probe connection ends or is made again. Runs until the task is dropped.
     pub async fn watch(self: Arc<Self>) {
         let mut backoff = Duration::from_millis(100);
         let mut reported = false;
@@ -360,7 +369,7 @@ impl Backend {
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
                     reported = false;
-                    self.upstream.connected.notified().await;
+                    self.upstream.changed.notified().await;
                 }
                 Err(error) => {
                     if !reported {

@@ -73,6 +73,10 @@ struct LimitsFile {
     keepalive_timeout_seconds: Option<u64>,
     request_timeout_seconds: Option<u64>,
     resets_per_minute: Option<u32>,
+    buffer_mib: Option<u64>,
+    buffer_per_connection_mib: Option<u64>,
+    stalled_caller_seconds: Option<u64>,
+    conversion_threads: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,6 +171,14 @@ pub struct Limits {
     pub request_timeout: std::time::Duration,
     /// Calls a connection's client may cancel (RST_STREAM) per minute before it is cut off.
     pub resets_per_minute: u32,
+    /// Bytes held for clients beyond each connection's first 64 KiB, in all (`relay::budget`).
+    pub buffer_bytes: usize,
+    /// Bytes held for one client connection.
+    pub buffer_per_connection_bytes: usize,
+    /// A caller that takes none of an answer for this long has the call ended on both sides.
+    pub stalled_caller: std::time::Duration,
+    /// Threads that convert large messages, off the thread every call runs on.
+    pub conversion_threads: usize,
 }
 
 impl Default for Limits {
@@ -181,6 +193,10 @@ impl Default for Limits {
             keepalive_timeout: Duration::from_secs(20),
             request_timeout: Duration::from_secs(30),
             resets_per_minute: 6000,
+            buffer_bytes: 256 << 20,
+            buffer_per_connection_bytes: 64 << 20,
+            stalled_caller: Duration::from_secs(60),
+            conversion_threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
         }
     }
 }
@@ -216,6 +232,18 @@ impl Limits {
             seconds("limits.keepalive_timeout_seconds", file.keepalive_timeout_seconds, limits.keepalive_timeout)?;
         limits.request_timeout =
             seconds("limits.request_timeout_seconds", file.request_timeout_seconds, limits.request_timeout)?;
+        limits.stalled_caller =
+            seconds("limits.stalled_caller_seconds", file.stalled_caller_seconds, limits.stalled_caller)?;
+        let mib = |key, value: u64| at_least_one(key, value).map(|v| (v.min(1 << 20) as usize) << 20);
+        if let Some(n) = file.buffer_mib {
+            limits.buffer_bytes = mib("limits.buffer_mib", n)?;
+        }
+        if let Some(n) = file.buffer_per_connection_mib {
+            limits.buffer_per_connection_bytes = mib("limits.buffer_per_connection_mib", n)?;
+        }
+        if let Some(n) = file.conversion_threads {
+            limits.conversion_threads = at_least_one("limits.conversion_threads", n as u64)? as usize;
+        }
         Ok(limits)
     }
 }
@@ -468,6 +496,27 @@ impl Config {
                 format!(
                     "{} is more than limits.connections ({})",
                     self.limits.connections_per_uid, self.limits.connections
+                ),
+            ));
+        }
+        // A message is gathered and then converted: a connection must be able to hold both.
+        let (per_connection, message) = (self.limits.buffer_per_connection_bytes, self.max_message_size);
+        if per_connection < 2 * message {
+            return Err(invalid(
+                "limits.buffer_per_connection_mib",
+                format!(
+                    "{} MiB cannot hold a message of max_message_size ({message} bytes) twice",
+                    per_connection >> 20
+                ),
+            ));
+        }
+        if per_connection > self.limits.buffer_bytes {
+            return Err(invalid(
+                "limits.buffer_per_connection_mib",
+                format!(
+                    "{} MiB is more than limits.buffer_mib ({} MiB)",
+                    per_connection >> 20,
+                    self.limits.buffer_bytes >> 20
                 ),
             ));
         }

@@ -39,6 +39,25 @@ pub enum Error {
     #[error("the container runtime at {endpoint} is unreachable: {detail}")]
     Unreachable { endpoint: String, detail: String },
 
+    /// The caller took none of the answer for `limits.stalled_caller_seconds`.
+    #[error(
+        "{rpc}: the caller took none of the answer for {after:?} (limits.stalled_caller_seconds): the call was \
+         ended and the runtime's stream cancelled"
+    )]
+    CallerStalled { rpc: String, after: std::time::Duration },
+
+    /// A call waited too long for room in the memory held for clients.
+    #[error(
+        "{rpc}: no room within {waited:?} in the memory held for clients (limits.buffer_per_connection_mib, \
+         limits.buffer_mib)"
+    )]
+    BufferFull { rpc: String, waited: std::time::Duration },
+
+    /// A conversion run off the one thread ended without a result (it panicked, or the daemon is
+    /// stopping).
+    #[error("{rpc}: converting the message failed: {detail}")]
+    ConversionAborted { rpc: String, detail: String },
+
     /// The backend answers, but serves none of the CRI versions.
     #[error(
         "the container runtime at {endpoint} answers UNIMPLEMENTED for CRI v1, v1alpha2 and v1alpha1: \
@@ -55,7 +74,8 @@ impl From<Error> for Status {
                 Code::Unimplemented
             }
             Error::BadRequest { .. } => Code::InvalidArgument,
-            Error::BadResponse { .. } => Code::Internal,
+            Error::BadResponse { .. } | Error::ConversionAborted { .. } => Code::Internal,
+            Error::CallerStalled { .. } | Error::BufferFull { .. } => Code::ResourceExhausted,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
         };
         Status::new(code, error.to_string())

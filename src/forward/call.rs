@@ -1,13 +1,15 @@
 //! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
 
-use super::{Forwarder, Method, Plan, EVENT_STATUS_SINCE, REPROBE_AFTER};
+use super::offload::OFFLOAD_FROM;
+use super::{Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
 use crate::callers::Caller;
 use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
+use crate::relay::budget::Charge;
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
-use crate::relay::upstream::{Unsent, OWN_CALL};
+use crate::relay::upstream::{Unsent, Upstream, OWN_CALL};
 use crate::version::CriVersion;
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
@@ -64,13 +66,14 @@ impl Forwarder {
     /// True when the caller cancelled the call (reset its stream) before the answer's end.
     pub async fn serve_call(
         self: Arc<Self>,
+        session: Arc<Session>,
         caller: Arc<Caller>,
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
     ) -> bool {
         let started = Instant::now();
         let _in_flight = self.metrics.in_flight();
-        let mut answer = Answer::new(respond);
+        let mut answer = Answer::new(respond, self.stalled_caller);
         let (head, body) = request.into_parts();
         let Some(method) = self.methods.get(head.uri.path()) else {
             if let Some(json) = self.control.answer(head.uri.path()) {
@@ -95,11 +98,15 @@ impl Forwarder {
         let deadline = timeout_of(&head.headers).map(|timeout| started + timeout);
         let mut backend_version = None;
         // Boxed: the call's state is large, and the task that holds it is moved on spawning.
-        let call = Box::pin(self.call(method, head.headers, body, deadline, &mut answer, &mut backend_version));
-        let outcome = match deadline {
+        let call =
+            Box::pin(self.call(method, &session, head.headers, body, deadline, &mut answer, &mut backend_version));
+        let mut outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,
         };
+        if let (Err(Failure::Gone), Some(after)) = (&outcome, answer.stalled()) {
+            outcome = Err(Error::CallerStalled { rpc: rpc.name(), after }.into());
+        }
         let (code, cancelled) = match outcome {
             Ok(code) => {
                 tracing::debug!(rpc = %rpc.path(), ?code, "answered");
@@ -124,13 +131,15 @@ impl Forwarder {
     }
 
     /// Sends the request (converted, or as it came) and relays the answer. A call answered
-    /// `UNIMPLEMENTED` on a connection newer than the discovered version (the runtime was
-    /// restarted, maybe upgraded) was not executed: probe again and retry once. An RPC the
+    /// `UNIMPLEMENTED` by a runtime newer than the discovered version (restarted, maybe
+    /// upgraded) was not executed: probe again and retry once. An RPC the
     /// discovered version lacks is checked the same way (one probe) when the discovery is over a
     /// second old, before the caller is told `UNIMPLEMENTED`.
+    #[allow(clippy::too_many_arguments)]
     async fn call(
-        &self,
-        method: &Method,
+        self: &Arc<Self>,
+        method: &Arc<Method>,
+        session: &Session,
         headers: HeaderMap,
         body: RecvStream,
         deadline: Option<Instant>,
@@ -138,8 +147,11 @@ impl Forwarder {
         backend_version: &mut Option<CriVersion>,
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
+        // What this call holds of the connection's memory bound: its request, and what it converts.
+        let mut charge = session.budget.charge();
         // A client that trickles its request is cut off; every real client sends it at once.
-        let read = tokio::time::timeout(self.request_timeout, read_request(rpc, body, self.max_message_size));
+        let read = read_request(rpc, body, self.max_message_size, &mut charge);
+        let read = tokio::time::timeout(self.request_timeout, read);
         let frame = match answer.unless_gone(read).await? {
             Ok(frame) => frame?,
             Err(_) => {
@@ -153,6 +165,7 @@ impl Forwarder {
         };
         let message = frame.slice(PREFIX_LEN..);
         let backend = self.backend_for(rpc);
+        let upstream = session.upstream(rpc.info.service);
         let mut metadata = headers;
         for name in &NOT_FORWARDED {
             metadata.remove(name);
@@ -191,9 +204,12 @@ impl Forwarder {
                 return Err(missing(rpc, plan, &found).into());
             }
             let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
-            let outgoing = match self.convert_request(rpc, plan, &found, &message)? {
+            let outgoing = match self.request_for_runtime(method, &found, &message).await? {
                 None => frame.clone(),
-                Some(converted) => message::frame(&converted),
+                Some(converted) => {
+                    self.hold(&mut charge, frame.len() + converted.len(), rpc).await?;
+                    message::frame(&converted)
+                }
             };
             let mut request = http::Request::new(());
             *request.method_mut() = http::Method::POST;
@@ -206,12 +222,12 @@ impl Forwarder {
                 }
                 request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
             }
-            let response = match backend.upstream().send(request, outgoing).await {
-                Ok(response) => answer.unless_gone(response).await?,
+            let (response, connection) = match upstream.send(request, outgoing).await {
+                Ok((response, connection)) => (answer.unless_gone(response).await?, connection),
                 // Nothing reached the runtime: a connection that went away since the last call
                 // (a runtime restarted) is made again, once.
                 Err(Unsent(detail)) => {
-                    backend.lost();
+                    upstream.reset();
                     if !reconnected {
                         reconnected = true;
                         continue;
@@ -221,35 +237,89 @@ impl Forwarder {
             };
             let response = match response {
                 Ok(response) => response,
-                Err(error) => return Err(self.runtime_failed(backend, error, answer)),
+                Err(error) => return Err(self.runtime_failed(backend, upstream, error, answer)),
             };
             let unimplemented =
                 response.body().is_end_stream() && grpc_code(response.headers()) == Some(Code::Unimplemented);
-            if unimplemented && !retried && backend.is_stale(&found) {
-                backend.forget();
-                retried = true;
-                continue;
+            // On a connection made since the probe, UNIMPLEMENTED may come from a runtime
+            // restarted (maybe upgraded) since: one Version call on the probe connection tells
+            // (it fails, or is made on a new connection), and then the runtime is probed again.
+            if unimplemented && !retried && backend.made_after(&found, connection) {
+                let _ = backend.call_version(found.version).await;
+                if backend.is_stale(&found) {
+                    backend.forget();
+                    retried = true;
+                    continue;
+                }
             }
             // Only an answer of UNIMPLEMENTED is looked at again: every other call pays nothing.
             let emulated = if unimplemented { emulate(rpc, &found) } else { None };
             if let Some(emulated) = emulated {
                 return Ok(answer_message(answer, emulated).await?);
             }
-            return self.relay_answer(rpc, plan, &found, backend, response, answer).await;
+            return self.relay_answer(method, &found, session, (backend, upstream), response, answer).await;
+        }
+    }
+
+    /// The request as the runtime gets it (`None`: its bytes as they came), converted and judged
+    /// by `convert_request`, off the one thread when it is large.
+    async fn request_for_runtime(
+        self: &Arc<Self>,
+        method: &Arc<Method>,
+        found: &Discovered,
+        message: &Bytes,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let rpc = method.rpc;
+        if message.len() < OFFLOAD_FROM {
+            return self.convert_request(rpc, method.plan(found.version), found, message);
+        }
+        let size = message.len();
+        let (this, method, found, message) = (self.clone(), method.clone(), found.clone(), message.clone());
+        let work = move || this.convert_request(rpc, method.plan(found.version), &found, &message);
+        let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
+        self.offload.run(size, work).await.map_err(aborted)?
+    }
+
+    /// The answer's message as the caller gets it, off the one thread when it is large.
+    async fn answer_for_caller(
+        self: &Arc<Self>,
+        method: &Arc<Method>,
+        found: &Discovered,
+        message: Bytes,
+    ) -> Result<Bytes, Error> {
+        let rpc = method.rpc;
+        if message.len() < OFFLOAD_FROM {
+            return self.convert_response(rpc, method.plan(found.version), found, message);
+        }
+        let size = message.len();
+        let (this, method, found) = (self.clone(), method.clone(), found.clone());
+        let work = move || this.convert_response(rpc, method.plan(found.version), &found, message);
+        let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
+        self.offload.run(size, work).await.map_err(aborted)?
+    }
+
+    /// Grows `charge` by `bytes`, waiting for room at most `limits.request_timeout_seconds`.
+    async fn hold(&self, charge: &mut Charge, bytes: usize, rpc: Rpc) -> Result<(), Error> {
+        match tokio::time::timeout(self.request_timeout, charge.grow(bytes)).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(Error::BufferFull { rpc: rpc.name(), waited: self.request_timeout }),
         }
     }
 
     /// Hands the runtime's answer to the caller: the head, every DATA frame as it came (only
-    /// each message's size read) or each message converted, and the trailers.
+    /// each message's size read) or each message converted, and the trailers. A message being
+    /// converted is held within the connection's memory bound; one passed as it came is held
+    /// by the runtime connection's flow-control window alone.
     async fn relay_answer(
-        &self,
-        rpc: Rpc,
-        plan: &Plan,
+        self: &Arc<Self>,
+        method: &Arc<Method>,
         found: &Discovered,
-        backend: &Backend,
+        session: &Session,
+        (backend, upstream): (&Backend, &Upstream),
         response: http::Response<RecvStream>,
         answer: &mut Answer,
     ) -> Result<Code, Failure> {
+        let (rpc, plan) = (method.rpc, method.plan(found.version));
         let old_events = rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE;
         let converting = !plan.response.is_identity() || old_events;
         let (mut head, mut body) = response.into_parts();
@@ -267,19 +337,23 @@ impl Forwarder {
         let too_big =
             |error: message::MessageError| error.into_status(&format!("the runtime's answer to {}", rpc.name()));
         let (mut meter, mut splitter, mut messages) = (Meter::default(), Splitter::default(), Vec::new());
+        let mut charge = session.budget.charge();
         loop {
             let chunk = match answer.unless_gone(body.data()).await? {
                 None => break,
                 Some(Ok(chunk)) => chunk,
-                Some(Err(error)) => return Err(self.runtime_failed(backend, error, answer)),
+                Some(Err(error)) => return Err(self.runtime_failed(backend, upstream, error, answer)),
             };
             let size = chunk.len();
             if converting {
+                self.hold(&mut charge, size, rpc).await?;
                 splitter.push(chunk, limit, &mut messages).map_err(too_big)?;
                 for message in messages.drain(..) {
-                    let converted = self.convert_response(rpc, plan, found, message)?;
+                    let converted = self.answer_for_caller(method, found, message).await?;
+                    self.hold(&mut charge, converted.len(), rpc).await?;
                     send_message(answer, converted).await?;
                 }
+                charge.shrink_to(splitter.pending());
             } else {
                 meter.pass(&chunk, limit).map_err(too_big)?;
                 answer.data(chunk).await?;
@@ -300,19 +374,20 @@ impl Forwarder {
                 answer.end()?;
                 Ok(Code::Unknown)
             }
-            Err(error) => Err(self.runtime_failed(backend, error, answer)),
+            Err(error) => Err(self.runtime_failed(backend, upstream, error, answer)),
         }
     }
 
     /// The runtime reset the call's stream (passed on as the same reset), or the connection to
-    /// it failed (UNAVAILABLE naming the endpoint; not retried: a call sent may have run).
-    fn runtime_failed(&self, backend: &Backend, error: h2::Error, answer: &mut Answer) -> Failure {
+    /// it failed (UNAVAILABLE naming the endpoint; not retried: a call sent may have run; the
+    /// client's next call makes a new connection).
+    fn runtime_failed(&self, backend: &Backend, upstream: &Upstream, error: h2::Error, answer: &mut Answer) -> Failure {
         if let (Some(reason), true, false) = (error.reason(), error.is_reset() && error.is_remote(), error.is_go_away())
         {
             answer.reset(reason);
             return Failure::Reset;
         }
-        backend.lost();
+        upstream.reset();
         Error::Unreachable { endpoint: backend.endpoint.clone(), detail: error.to_string() }.into()
     }
 }
@@ -342,8 +417,9 @@ fn grpc_code(headers: &HeaderMap) -> Option<Code> {
 
 /// Gathers the request's one message (with its prefix). A message that arrives in one DATA frame,
 /// as every client sends a CRI request, is taken without a copy. Nothing past the one message
-/// is held: more bytes end the call at once.
-async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<Bytes, Failure> {
+/// is held: more bytes end the call at once. Each chunk is held in `charge` before the client's
+/// window is given back for it: a client at its memory bound is held back by HTTP/2 itself.
+async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize, charge: &mut Charge) -> Result<Bytes, Failure> {
     let what = || format!("the {} request", rpc.name());
     let mut first: Option<Bytes> = None;
     let mut gathered = BytesMut::new();
@@ -354,8 +430,9 @@ async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize) -> Result<By
             true => Failure::Gone,
             false => Status::cancelled(format!("{}: {error}", what())).into(),
         })?;
-        let _ = body.flow_control().release_capacity(chunk.len());
         meter.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
+        charge.grow(chunk.len()).await;
+        let _ = body.flow_control().release_capacity(chunk.len());
         // A second message's prefix: the request is over before it is all read.
         if meter.messages() > 1 {
             return Err(Status::internal(format!("{}: more than one message in a unary request", what())).into());

@@ -10,8 +10,11 @@
 
 mod call;
 mod control;
+mod offload;
+mod session;
 
 pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
+pub use session::Session;
 
 use crate::backend::{Backend, Discovered};
 use crate::callers::Callers;
@@ -22,6 +25,7 @@ use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::metrics::{Direction, Metrics};
+use crate::relay::budget::Budget;
 use crate::version::CriVersion;
 use bytes::Bytes;
 use control::Control;
@@ -67,10 +71,16 @@ pub struct Forwarder {
     image: Arc<Backend>,
     policy: Arc<LossPolicy>,
     /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
-    methods: HashMap<String, Method>,
+    methods: HashMap<String, Arc<Method>>,
     max_message_size: usize,
     /// `limits.request_timeout_seconds`.
     request_timeout: std::time::Duration,
+    /// `limits.stalled_caller_seconds`.
+    stalled_caller: std::time::Duration,
+    /// `limits.buffer_mib`, shared by every client connection.
+    budget: Budget,
+    /// Where large messages are converted (`limits.conversion_threads`).
+    offload: offload::Offload,
     metrics: Arc<Metrics>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
     control: Control,
@@ -94,7 +104,7 @@ impl Forwarder {
             for info in schema.rpcs {
                 let rpc = Rpc { version: frontend, info };
                 let plans = CriVersion::NEWEST_FIRST.iter().map(|&backend| plan(rpc, backend)).collect();
-                methods.insert(rpc.path(), Method { rpc, plans });
+                methods.insert(rpc.path(), Arc::new(Method { rpc, plans }));
             }
         }
         let control = Control::new(runtime.clone(), image.clone(), served, callers);
@@ -105,9 +115,22 @@ impl Forwarder {
             methods,
             max_message_size: config.max_message_size,
             request_timeout: config.limits.request_timeout,
+            stalled_caller: config.limits.stalled_caller,
+            budget: Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes),
+            offload: offload::Offload::new(config.limits.conversion_threads),
             metrics,
             control,
         }
+    }
+
+    /// A new client connection's own runtime connections and share of the memory bound.
+    pub fn session(&self) -> Arc<Session> {
+        Arc::new(Session::new(&self.runtime, &self.image, self.budget.connection()))
+    }
+
+    /// The memory bound shared by every client connection.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {

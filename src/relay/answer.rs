@@ -1,11 +1,15 @@
 //! The caller's side of one call: the answer's head, its messages (sent only as fast as the
 //! caller's flow-control window allows), its trailers, or a status of cri-bridge's own.
+//!
+//! A caller that takes nothing of an answer for `limits.stalled_caller_seconds` is let go: its
+//! answer holds the runtime's stream (and the memory under it) for no one.
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, SendStream};
 use http::HeaderMap;
 use std::future::Future;
+use std::time::Duration;
 use tonic::Status;
 
 pub struct Answer {
@@ -14,6 +18,10 @@ pub struct Answer {
     stream: Option<SendStream<Bytes>>,
     /// Set once the stream is ended (or reset): nothing more may be sent.
     done: bool,
+    /// How long the caller may take nothing before the call is ended.
+    stall: Duration,
+    /// Set when the caller took nothing for `stall`.
+    stalled: bool,
 }
 
 /// The caller went away (reset its stream, or its connection closed).
@@ -27,8 +35,14 @@ impl From<h2::Error> for CallerGone {
 }
 
 impl Answer {
-    pub fn new(respond: SendResponse<Bytes>) -> Answer {
-        Answer { respond, stream: None, done: false }
+    pub fn new(respond: SendResponse<Bytes>, stall: Duration) -> Answer {
+        Answer { respond, stream: None, done: false, stall, stalled: false }
+    }
+
+    /// The caller took nothing of the answer for the stall timeout (and was told so by
+    /// [`Answer::status`] if it is still there).
+    pub fn stalled(&self) -> Option<Duration> {
+        self.stalled.then_some(self.stall)
     }
 
     /// Sends the answer's head; `end` for a trailers-only answer.
@@ -49,7 +63,14 @@ impl Answer {
             stream.reserve_capacity(data.len());
             let mut room = stream.capacity();
             while room == 0 {
-                room = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await.ok_or(CallerGone)??;
+                let capacity = std::future::poll_fn(|cx| stream.poll_capacity(cx));
+                match tokio::time::timeout(self.stall, capacity).await {
+                    Ok(capacity) => room = capacity.ok_or(CallerGone)??,
+                    Err(_) => {
+                        self.stalled = true;
+                        return Err(CallerGone);
+                    }
+                }
             }
             let piece = data.split_to(room.min(data.len()));
             stream.send_data(piece, false)?;

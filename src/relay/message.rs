@@ -95,6 +95,11 @@ impl Splitter {
         Ok(())
     }
 
+    /// The bytes held of an unfinished message.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// At the end of the body: an unfinished message is an error.
     pub fn finish(&self) -> Result<(), MessageError> {
         if self.pending.is_empty() {

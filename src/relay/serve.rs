@@ -106,6 +106,8 @@ async fn connection(
 ) {
     // Who is at the other end: once per connection, so calls pay only a count.
     let caller = forwarder.callers().connected(Peer::of(&stream));
+    // Its own connections to the runtime and its share of the memory bound.
+    let session = forwarder.session();
     let handshake = h2::server::Builder::new()
         // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a
         // caller's metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and
@@ -147,10 +149,11 @@ async fn connection(
                 Some(Ok((request, respond))) => {
                     idle_since = Instant::now();
                     calls.open.fetch_add(1, Ordering::Relaxed);
-                    let (forwarder, caller, calls) = (forwarder.clone(), caller.clone(), calls.clone());
+                    let (forwarder, session, caller, calls) =
+                        (forwarder.clone(), session.clone(), caller.clone(), calls.clone());
                     tokio::spawn(async move {
                         let _open = Open(&calls);
-                        let reset = forwarder.serve_call(caller, request, respond).await;
+                        let reset = forwarder.serve_call(session, caller, request, respond).await;
                         if reset && calls.resets.fetch_add(1, Ordering::Relaxed) + 1 == limits.resets_per_minute {
                             calls.too_many_resets.notify_one();
                         }

@@ -1,11 +1,17 @@
-//! The connection to the container runtime: one HTTP/2 connection over its unix socket, shared by
-//! every call, made when first needed and made again when it is lost.
+//! A connection to the container runtime: one HTTP/2 connection over its unix socket, made when
+//! first needed and made again when it is lost.
 //!
-//! One connection rather than a pool: HTTP/2 multiplexes, and the runtimes (grpc-go servers)
-//! run each stream in its own goroutine, so more connections would buy no parallelism on the
-//! runtime's side — only another read loop and another HPACK table on each side. The one limit a
-//! single connection has, flow control, is set out of the way: each stream may hold
-//! [`STREAM_WINDOW`] unread, the connection [`CONNECTION_WINDOW`].
+//! Each client connection has its own (and the backend one more, for its probes), as each client
+//! would have had talking to the runtime directly. A connection shared by every client was
+//! cheaper by a read loop and an HPACK table, but its flow control was shared too: a caller that
+//! reads nothing pins its streams' share of the connection's window, and 16 such streams
+//! (`GetContainerEvents` watchers that stop reading) stopped every other client's calls and the
+//! probes. Now a client that reads nothing holds up only its own calls. What this costs: one more
+//! file descriptor per client connection, and an HTTP/2 handshake with the runtime on a client
+//! connection's first call (crictl makes one connection per command; the kubelet keeps its own).
+//!
+//! Each stream may hold [`STREAM_WINDOW`] unread, the connection [`CONNECTION_WINDOW`]: the most
+//! a client's runtime connection holds for a caller that takes nothing.
 
 use super::message::{self, Splitter};
 use bytes::Bytes;
@@ -24,8 +30,9 @@ pub const OWN_CALL: http::HeaderName = http::HeaderName::from_static("x-cri-brid
 /// What a stream of the runtime's may send before cri-bridge has passed it on: a 1,000-container
 /// list (about 650 KiB) in three windows, and at most this much held per call for a slow caller.
 pub const STREAM_WINDOW: u32 = 256 << 10;
-/// What all the runtime's streams together may send before cri-bridge has passed it on.
-pub const CONNECTION_WINDOW: u32 = 4 << 20;
+/// What all the runtime's streams of one client connection together may send before cri-bridge
+/// has passed it on.
+pub const CONNECTION_WINDOW: u32 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -45,52 +52,85 @@ struct Live {
     send: SendRequest<Bytes>,
     /// Cleared by the task driving the connection when it ends.
     open: Arc<AtomicBool>,
+    /// Its number among the connections made to this endpoint (see [`Upstream::made`]).
+    number: u64,
+    /// Dropped with the last handle: tells the driving task to close the connection once its
+    /// streams are done (h2 closes it only when polled after that, and nothing else polls it).
+    _unused: Arc<tokio::sync::oneshot::Sender<()>>,
 }
 
 pub struct Upstream {
     socket: PathBuf,
     max_header_list_size: u32,
-    /// Incremented on every connection attempt; a discovery made on an older one is stale.
-    connections: Arc<AtomicU64>,
-    /// Woken on every connection attempt (the backend's watcher probes again).
-    pub connected: Arc<Notify>,
+    /// Incremented on every connection attempt of this one.
+    connections: AtomicU64,
+    /// Incremented on every connection attempt to the endpoint (this one and its siblings): a
+    /// connection numbered above a discovery's count was made after it.
+    made: Arc<AtomicU64>,
+    /// Woken on every connection attempt, and when the connection ends (the backend's watcher
+    /// probes again).
+    pub changed: Arc<Notify>,
     live: Mutex<Option<Live>>,
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Upstream {
     pub fn new(socket: PathBuf, max_header_list_size: u32) -> Upstream {
+        Upstream::numbered_by(socket, max_header_list_size, Arc::new(AtomicU64::new(0)))
+    }
+
+    fn numbered_by(socket: PathBuf, max_header_list_size: u32, made: Arc<AtomicU64>) -> Upstream {
         Upstream {
             socket,
             max_header_list_size,
-            connections: Arc::new(AtomicU64::new(0)),
-            connected: Arc::new(Notify::new()),
+            connections: AtomicU64::new(0),
+            made,
+            changed: Arc::new(Notify::new()),
             live: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// How many connection attempts have been made.
+    /// Another connection to the same endpoint (a client connection's own), numbered with this
+    /// one's.
+    pub fn sibling(&self) -> Upstream {
+        Upstream::numbered_by(self.socket.clone(), self.max_header_list_size, self.made.clone())
+    }
+
+    /// How many connection attempts this one has made.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::SeqCst)
     }
 
-    fn current(&self) -> Option<SendRequest<Bytes>> {
-        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.as_ref().filter(|l| l.open.load(Ordering::Acquire)).map(|l| l.send.clone())
+    /// How many connection attempts this one and its siblings have made.
+    pub fn made(&self) -> u64 {
+        self.made.load(Ordering::SeqCst)
     }
 
-    /// A handle to open streams on: the open connection's, or a new connection's.
-    pub async fn sender(&self) -> Result<SendRequest<Bytes>, UpstreamError> {
-        if let Some(send) = self.current() {
-            return Ok(send);
+    /// The number of the connection open now, if one is.
+    pub fn open_number(&self) -> Option<u64> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.as_ref().filter(|l| l.open.load(Ordering::Acquire)).map(|l| l.number)
+    }
+
+    fn current(&self) -> Option<(SendRequest<Bytes>, u64)> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.as_ref().filter(|l| l.open.load(Ordering::Acquire)).map(|l| (l.send.clone(), l.number))
+    }
+
+    /// A handle to open streams on, and its connection's number: the open connection's, or a
+    /// new connection's.
+    pub async fn sender(&self) -> Result<(SendRequest<Bytes>, u64), UpstreamError> {
+        if let Some(open) = self.current() {
+            return Ok(open);
         }
         let _one_at_a_time = self.connecting.lock().await;
-        if let Some(send) = self.current() {
-            return Ok(send);
+        if let Some(open) = self.current() {
+            return Ok(open);
         }
         self.connections.fetch_add(1, Ordering::SeqCst);
-        self.connected.notify_one();
+        let number = self.made.fetch_add(1, Ordering::SeqCst) + 1;
+        self.changed.notify_one();
         let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(UpstreamError::Connect)?;
         let (send, connection) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
@@ -100,26 +140,39 @@ impl Upstream {
             .await
             .map_err(UpstreamError::Handshake)?;
         let open = Arc::new(AtomicBool::new(true));
-        let driver_open = open.clone();
+        let (driver_open, ended) = (open.clone(), self.changed.clone());
+        let (unused, no_longer_used) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "the connection to the container runtime ended");
+            tokio::pin!(connection);
+            let ended_with = tokio::select! {
+                result = &mut connection => result,
+                _ = no_longer_used => connection.await,
+            };
+            if let Err(error) = ended_with {
+                tracing::debug!(%error, "a connection to the container runtime ended");
             }
             driver_open.store(false, Ordering::Release);
+            ended.notify_one();
         });
-        *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(Live { send: send.clone(), open });
-        Ok(send)
+        let live = Live { send: send.clone(), open, number, _unused: Arc::new(unused) };
+        *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live);
+        Ok((send, number))
     }
 
-    /// Opens a stream for `request` and sends its one message (`frame`, prefix included).
-    pub async fn send(&self, request: http::Request<()>, frame: Bytes) -> Result<h2::client::ResponseFuture, Unsent> {
+    /// Opens a stream for `request` and sends its one message (`frame`, prefix included); with
+    /// the number of the connection it went on.
+    pub async fn send(
+        &self,
+        request: http::Request<()>,
+        frame: Bytes,
+    ) -> Result<(h2::client::ResponseFuture, u64), Unsent> {
         let unsent = |error: &dyn std::fmt::Display| Unsent(error.to_string());
-        let sender = self.sender().await.map_err(|e| unsent(&e))?;
+        let (sender, number) = self.sender().await.map_err(|e| unsent(&e))?;
         let mut sender = sender.ready().await.map_err(|e| unsent(&e))?;
         let (response, mut stream) = sender.send_request(request, false).map_err(|e| unsent(&e))?;
         // Buffered by h2 and sent as the runtime's window allows; an error here shows in `response`.
         let _ = stream.send_data(frame, true);
-        Ok(response)
+        Ok((response, number))
     }
 
     /// One unary call of cri-bridge's own (the version probe), as its message's bytes.
@@ -134,7 +187,7 @@ impl Upstream {
             headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
             headers.insert("grpc-timeout", crate::grpc::encode_timeout(timeout));
             headers.insert(OWN_CALL, http::HeaderValue::from_static("1"));
-            let response = self.send(request, message::frame(message)).await.map_err(|Unsent(e)| lost(&e))?;
+            let (response, _) = self.send(request, message::frame(message)).await.map_err(|Unsent(e)| lost(&e))?;
             let (head, mut body) = response.await.map_err(|e| lost(&e))?.into_parts();
             let (mut splitter, mut messages) = (Splitter::default(), Vec::new());
             while let Some(chunk) = body.data().await {

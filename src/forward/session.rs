@@ -1,0 +1,30 @@
+//! What one client connection holds apart from every other: its own connections to the runtime
+//! (and to a separate image endpoint), made on its first call, closed with it; and its share of
+//! the memory bound (`relay::budget`).
+
+use crate::backend::Backend;
+use crate::relay::budget::ConnectionBudget;
+use crate::relay::upstream::Upstream;
+use std::sync::Arc;
+
+pub struct Session {
+    runtime: Upstream,
+    /// `None` when images are served by the runtime's endpoint.
+    image: Option<Upstream>,
+    pub budget: ConnectionBudget,
+}
+
+impl Session {
+    pub(super) fn new(runtime: &Arc<Backend>, image: &Arc<Backend>, budget: ConnectionBudget) -> Session {
+        let image = (!Arc::ptr_eq(runtime, image)).then(|| image.client_upstream());
+        Session { runtime: runtime.client_upstream(), image, budget }
+    }
+
+    /// The connection a call of `service` goes on.
+    pub(super) fn upstream(&self, service: &str) -> &Upstream {
+        match (&self.image, service) {
+            (Some(image), "ImageService") => image,
+            _ => &self.runtime,
+        }
+    }
+}
