@@ -29,11 +29,13 @@ pub enum RunError {
     Serve(#[from] std::io::Error),
 }
 
-/// An in-memory runtime started for `backend.endpoint: memory`, on a private socket.
+/// An in-memory runtime started for `backend.endpoint: memory`, on a private socket, on a thread
+/// of its own: like any runtime, its work (a 2,500-container list, a 300,000-env request) must
+/// not run on the thread every call of the proxy needs.
 struct MemoryBackend {
     dir: PathBuf,
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl MemoryBackend {
@@ -42,18 +44,45 @@ impl MemoryBackend {
         std::fs::create_dir_all(&dir).map_err(RunError::Memory)?;
         let socket = dir.join("runtime.sock");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (_, task) = crate::memory::serve_memory(&socket, &[version], async {
-            let _ = stopped.await;
-        })
-        .await
-        .map_err(RunError::Memory)?;
+        let (bound, listening) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+        let path = socket.clone();
+        let thread = std::thread::Builder::new()
+            .name("memory-runtime".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = bound.send(Err(error));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let served = crate::memory::serve_memory(&path, &[version], async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+                    match served {
+                        Ok((_, task)) => {
+                            let _ = bound.send(Ok(()));
+                            let _ = task.await;
+                        }
+                        Err(error) => {
+                            let _ = bound.send(Err(error));
+                        }
+                    }
+                });
+            })
+            .map_err(RunError::Memory)?;
+        let gone = || std::io::Error::other("the in-memory runtime's thread ended");
+        listening.await.map_err(|_| gone()).and_then(|bound| bound).map_err(RunError::Memory)?;
         tracing::info!(%version, "started the in-memory runtime (no container runtime needed)");
-        Ok((MemoryBackend { dir, stop, task }, socket))
+        Ok((MemoryBackend { dir, stop, thread }, socket))
     }
 
     async fn stop(self) {
         let _ = self.stop.send(());
-        let _ = self.task.await;
+        let thread = self.thread;
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

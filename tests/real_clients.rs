@@ -404,11 +404,26 @@ async fn through_bridge(
     native: &[Step],
     fields_of: Option<&[Step]>,
 ) {
+    through_bridge_beside(client, version, runtime, native, fields_of, 0).await
+}
+
+/// [`through_bridge`], with `stalled` v1 `GetContainerEvents` watchers on another connection
+/// to the same cri-bridge that take none of their events (their HTTP/2 window is 0) throughout.
+async fn through_bridge_beside(
+    client: Client,
+    version: CriVersion,
+    runtime: &Containerd,
+    native: &[Step],
+    fields_of: Option<&[Step]>,
+    stalled: usize,
+) {
     let build = runtime.build;
     let label = format!("{} {version} → cri-bridge → containerd {}", client.name(), build.runtime_version());
     let bridge = BridgeProcess::start("realclient", &runtime.socket).await;
+    let watchers = stalled_watchers(&bridge.socket, stalled).await;
     let name = format!("{}-{version}-bridged", client.name());
     let bridged = run_session(client, version, &bridge.socket, &image_for(client, runtime), &name).await;
+    drop(watchers);
     let mut findings = Findings::default();
     compare_codes(native, &bridged, &bridge, &mut findings);
     compare_fields(version, build, fields_of.unwrap_or(native), &bridged, &mut findings);
@@ -423,6 +438,33 @@ async fn through_bridge(
         failures.join("\n\n"),
         report.join("\n")
     );
+}
+
+/// `count` event watchers on one connection whose window is 0: every event the runtime sends
+/// them stays with cri-bridge. Dropped to end them.
+async fn stalled_watchers(
+    socket: &Path,
+    count: usize,
+) -> Option<(h2::client::SendRequest<bytes::Bytes>, Vec<h2::client::ResponseFuture>)> {
+    if count == 0 {
+        return None;
+    }
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(stream).await.unwrap();
+    tokio::spawn(connection);
+    let mut watchers = Vec::new();
+    for _ in 0..count {
+        let mut ready = send.clone().ready().await.unwrap();
+        let request = http::Request::post("http://localhost/runtime.v1.RuntimeService/GetContainerEvents")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (response, mut body) = ready.send_request(request, false).unwrap();
+        body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true).unwrap();
+        watchers.push(response);
+    }
+    Some((send, watchers))
 }
 
 /// The older clients over a containerd serving v1 (cri-bridge converts to v1): v1alpha2 against
@@ -472,4 +514,15 @@ async fn grpcio_v1_event_stream_over_containerd_1_7() {
     let containerd = Containerd::start_build(Build::V1_7).await;
     let native = native_session(Client::CCore, V1, Native::Containerd(&containerd), BUSYBOX_IMAGE).await;
     through_bridge(Client::CCore, V1, &containerd, &native, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_go_v1_over_containerd_1_7_beside_16_stalled_event_watchers() {
+    // 16 watchers that take none of their events, on cri-bridge beside the grpc-go session: each
+    // client connection has its own connection to containerd, so the session's calls go as they
+    // would alone (the same codes and fields as natively).
+    let containerd = Containerd::start_build(Build::V1_7).await;
+    let image = image_for(Client::Go, &containerd);
+    let native = native_session(Client::Go, V1, Native::Containerd(&containerd), &image).await;
+    through_bridge_beside(Client::Go, V1, &containerd, &native, None, 16).await;
 }

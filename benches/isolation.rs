@@ -1,0 +1,117 @@
+//! The figures of "no client can hurt another" (issue 23), on the release binary: well-behaved
+//! clients' latency with no abuse and under every abuse of `tests/support/abuse.rs` at once,
+//! the daemon's RSS (default memory bound: `limits.buffer_mib` 256) and its fds after.
+//!
+//! Two well-behaved measures: `Version` (through the in-memory runtime, which runs on threads of
+//! its own inside the daemon and is itself loaded by the abuse), and `cri-bridge`'s own status
+//! call (`/cri_bridge.Bridge/Status`), answered by the proxy's one thread alone: what the abuse
+//! costs cri-bridge itself.
+//!
+//! Run: `cargo bench --bench isolation`.
+
+#[path = "../tests/support/abuse.rs"]
+mod abuse;
+
+use abuse::{call, connect, Daemon, Seen, Sizes};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
+const STATUS: &str = "/cri_bridge.Bridge/Status";
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cri-bridge-isolation-{}", std::process::id()));
+    let daemon = Daemon::start(BIN.as_ref(), dir.clone(), "  request_timeout_seconds: 10\n").await;
+    let sizes = Sizes {
+        containers: 2_500,
+        slow_connections: 4,
+        slow_streams: 20,
+        watchers: 16,
+        header_connections: 100,
+        request_connections: 2,
+        request_streams: 40,
+        conversions: 4,
+        envs: 2_000_000,
+    };
+    abuse::populate(&daemon.socket, sizes.containers).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (fds, rss) = (daemon.fds(), daemon.rss_kib());
+    let quiet = measure(&daemon, Duration::from_secs(4)).await;
+    let abusers = abuse::abuse(&daemon.socket, sizes).await;
+    let abused = measure(&daemon, Duration::from_secs(12)).await;
+    abusers.stop();
+    let back = daemon.fds_back_to(fds, Duration::from_secs(90)).await;
+    println!("isolation: {sizes:?}");
+    println!("| measure | calls | failed | p50 | p99 | max |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (phase, (version, status, _)) in [("quiet", &quiet), ("every abuse at once", &abused)] {
+        for (what, seen) in [("Version", version), ("cri-bridge status", status)] {
+            println!(
+                "| {phase}: {what} | {} | {} | {:.2} ms | {:.2} ms | {:.2} ms |",
+                seen.latencies.len(),
+                seen.failures.len(),
+                ms(seen.percentile(0.5)),
+                ms(seen.percentile(0.99)),
+                ms(seen.percentile(1.0)),
+            );
+        }
+    }
+    println!(
+        "RSS: {} MiB before, peak {} MiB under the abuse (default limits.buffer_mib 256); fds {fds} before, {} after ({})",
+        rss >> 10,
+        abused.2 >> 10,
+        daemon.fds(),
+        if back { "back" } else { "NOT back within 90 s" }
+    );
+    for failure in abused.0.failures.iter().chain(&abused.1.failures).take(5) {
+        println!("failure: {failure}");
+    }
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Well-behaved `Version` callers and a status caller for `window`; the RSS peak meanwhile.
+async fn measure(daemon: &Daemon, window: Duration) -> (Seen, Seen, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let version = Arc::new(Mutex::new(Seen::default()));
+    let status = Arc::new(Mutex::new(Seen::default()));
+    let mut tasks = abuse::well_behaved(daemon.socket.clone(), stop.clone(), version.clone());
+    let (socket, stop_status, seen) = (daemon.socket.clone(), stop.clone(), status.clone());
+    tasks.push(tokio::spawn(async move {
+        let connection = connect(&socket).await;
+        while !stop_status.load(Ordering::SeqCst) {
+            let started = Instant::now();
+            let outcome = tokio::time::timeout(Duration::from_secs(2), call(&connection, STATUS, &[], "2S")).await;
+            let took = started.elapsed();
+            let failure = match outcome {
+                Ok(Ok(code)) if code == "0" => None,
+                other => Some(format!("{other:?}")),
+            };
+            match failure {
+                None => seen.lock().unwrap().latencies.push(took),
+                Some(failure) => seen.lock().unwrap().failures.push(failure),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }));
+    let (started, mut peak) = (Instant::now(), 0);
+    while started.elapsed() < window {
+        peak = peak.max(daemon.rss_kib());
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        let _ = task.await;
+    }
+    let take = |seen: Arc<Mutex<Seen>>| std::mem::take(&mut *seen.lock().unwrap());
+    (take(version), take(status), peak)
+}
