@@ -302,15 +302,18 @@ impl RuntimeProfile {
     /// The profile of a runtime that answered `Version` as `version`; `configured` is
     /// `backend.revision`, which wins over the table.
     pub fn from_version(version: CriVersion, name: &str, release: &str, configured: Option<u8>) -> RuntimeProfile {
-        let looked_up = lookup(name, release, version);
         let ours = name == crate::memory::RUNTIME_NAME;
-        let (minor, source, unhonoured, exact) = match (configured, looked_up) {
-            (Some(minor), found) => {
-                (minor, Source::Config, found.map(|f| f.unhonoured.to_vec()).unwrap_or_default(), true)
-            }
+        let (minor, source, unhonoured, exact) = match lookup(name, release, version) {
             _ if ours => (newest(version), Source::Table, Vec::new(), true),
-            (None, Some(found)) => (found.minor, Source::Table, found.unhonoured.to_vec(), found.exact),
-            (None, None) => (oldest(version), Source::Assumed, vec![AMBIENT], false),
+            Some(found) => (found.minor, Source::Table, found.unhonoured.to_vec(), found.exact),
+            None => (oldest(version), Source::Assumed, vec![AMBIENT], false),
+        };
+        // `backend.revision` says which schema the runtime decodes, no more. What it does not act
+        // on is a fact of its release (no release reads ambient capabilities, at any revision),
+        // so the unhonoured fields stay whatever the revision.
+        let (minor, source, exact) = match configured {
+            Some(minor) => (minor, Source::Config, true),
+            None => (minor, source, exact),
         };
         // A v1alpha2 runtime never has more than the 1.25 schema, whatever is configured.
         let minor = if version == CriVersion::V1 { minor } else { minor.min(newest(version)) };

@@ -553,6 +553,66 @@ async fn a_profile_reaches_a_pre_1_20_runtime_through_its_string_or_is_refused()
     setup.stop().await;
 }
 
+/// A runtime merges the occurrences of a message field that is not repeated: a security context
+/// sent as two `linux` parts is one to it. On passthrough to a runtime before 1.20 (a v1alpha2
+/// kubelet and containerd 1.4), which applies only the deprecated (last) string, the profile is
+/// judged on the merged context: a Localhost profile with its string in one part and the string
+/// `unconfined` in the other would run unconfined, and is refused; parts that agree once merged
+/// pass, in whichever order.
+#[allow(deprecated)]
+#[tokio::test]
+async fn a_security_context_split_in_parts_is_judged_as_the_runtime_merges_it() {
+    use v1::security_profile::ProfileType;
+    let setup = Setup::start("split-profile", V1alpha2, Some(19)).await;
+    let pod_id = setup.client().run_pod_sandbox(pod("p", None)).await.unwrap().into_inner().pod_sandbox_id;
+    let part = |profile: Option<ProfileType>, path: &str| v1::LinuxContainerSecurityContext {
+        seccomp: profile.map(|t| v1::SecurityProfile { profile_type: t as i32, localhost_ref: "audit.json".into() }),
+        seccomp_profile_path: path.into(),
+        ..Default::default()
+    };
+    // CreateContainerRequest.config(2) whose linux(15) occurs once per part, each holding its
+    // part as security_context(2).
+    let request = |name: &str, parts: &[v1::LinuxContainerSecurityContext]| {
+        let mut config = container(&pod_id, Default::default()).config.unwrap();
+        config.metadata.as_mut().unwrap().name = name.into();
+        let mut config = config.encode_to_vec();
+        for part in parts {
+            let linux = v1::LinuxContainerConfig { security_context: Some(part.clone()), ..Default::default() };
+            prost::encoding::message::encode(15, &linux, &mut config);
+        }
+        let mut body = Vec::new();
+        prost::encoding::string::encode(1, &pod_id, &mut body);
+        prost::encoding::bytes::encode(2, &config, &mut body);
+        Request::new(body.into())
+    };
+    let client = cri_bridge::grpc::CriClient::new(channel(&setup.bridge.socket), 1 << 20);
+    let rpc = cri_bridge::grpc::Rpc::from_path("/runtime.v1alpha2.RuntimeService/CreateContainer").unwrap();
+
+    let localhost = || part(Some(ProfileType::Localhost), "localhost/audit.json");
+    for (what, parts) in [
+        ("then the string unconfined", [localhost(), part(None, "unconfined")]),
+        ("then the profile unconfined", [localhost(), part(Some(ProfileType::Unconfined), "")]),
+    ] {
+        let before = setup.runtime.memory.calls();
+        let refused = client.unary(rpc, request("split", &parts)).await.expect_err(what);
+        assert_eq!(refused.code(), Code::FailedPrecondition, "{what}: {refused:?}");
+        for part in ["config.linux.security_context.seccomp", "1.19", "1.20"] {
+            assert!(refused.message().contains(part), "{what}: {:?} lacks {part:?}", refused.message());
+        }
+        assert_eq!(setup.runtime.memory.calls(), before, "{what}: the runtime was not called");
+    }
+    for (name, parts) in [
+        ("one-part", vec![localhost()]),
+        ("profile-then-string", vec![part(Some(ProfileType::Localhost), ""), part(None, "localhost/audit.json")]),
+        ("unconfined-then-localhost", vec![part(None, "unconfined"), localhost()]),
+    ] {
+        let before = setup.runtime.memory.calls_of("CreateContainer");
+        client.unary(rpc, request(name, &parts)).await.unwrap_or_else(|s| panic!("{name}: {s:?}"));
+        assert_eq!(setup.runtime.memory.calls_of("CreateContainer"), before + 1, "{name}");
+    }
+    setup.stop().await;
+}
+
 #[tokio::test]
 async fn extreme_deadlines_are_handled_not_panicked_on() {
     let setup = Setup::start("deadline-extremes", V1, None).await;

@@ -7,7 +7,7 @@ mod common;
 
 use common::{Bridge, Runtime, TempDir};
 use cri_bridge::api::v1;
-use cri_bridge::memory::CALL_ID;
+use cri_bridge::memory::{MemoryRuntime, CALL_ID};
 use cri_bridge::CriVersion::{self, V1alpha2, V1};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,6 +65,21 @@ async fn load(socket: std::path::PathBuf, stop: Arc<AtomicBool>, outcomes: Arc<M
     }
 }
 
+/// Waits until `memory` is the last hold on a killed runtime. `kill` returns once the server
+/// task is gone, but a connection task aborted in the middle of a poll finishes that poll, and
+/// hyper runs each call in a task of its own that no abort reaches: either may still record a
+/// call and send its answer. Every such task holds the runtime; once none does, no call can
+/// reach it any more.
+async fn until_unreachable(memory: &mut Arc<MemoryRuntime>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // (`get_mut` succeeds only on the last hold, and then sees every write made before the
+    // others let go.)
+    while Arc::get_mut(memory).is_none() {
+        assert!(Instant::now() < deadline, "the killed runtime is still held 10 s after its server task ended");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_killed_restarted_and_replaced_under_load() {
     let dir = TempDir::new("faults");
@@ -82,10 +97,11 @@ async fn runtime_killed_restarted_and_replaced_under_load() {
         [("restart", &[V1]), ("restart", &[V1]), ("restart", &[V1]), ("replace", &[V1alpha2]), ("replace", &[V1])];
     for (what, versions) in plan {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let memory = runtime.memory.clone();
+        let mut memory = runtime.memory.clone();
         let killed_at = Instant::now();
         runtime.kill().await;
-        // Read once it is dead: every call it saw, up to the last.
+        // Read once nothing can reach it any more: every call it saw, up to the last.
+        until_unreachable(&mut memory).await;
         runtimes_ids.extend(memory.call_ids());
         tokio::time::sleep(Duration::from_millis(150)).await;
         runtime = Runtime::start(&runtime_socket, versions).await;

@@ -55,6 +55,40 @@ fn patch_boundaries_and_versions_of_the_table() {
     assert_eq!(configured.unhonoured.len(), 2, "the table's facts about 1.6 stay");
 }
 
+/// `backend.revision` sets the revision and nothing else: what a runtime decodes but does not act
+/// on is a fact of its release, not of its schema, so every such block the runtime has without
+/// the override stays with it, at every revision the override may name.
+#[test]
+fn backend_revision_changes_the_revision_only() {
+    let runtimes = [
+        ("containerd", "1.6.20"),
+        ("containerd", "1.4.13"), // not a v1 server: not in the table for v1
+        ("some-runtime", "3.2.1"),
+        ("", ""),
+        (cri_bridge::revision::DOCKER, "27.3.1"),
+        (cri_bridge::memory::RUNTIME_NAME, "0.1.0"),
+    ];
+    for version in [V1alpha2, V1] {
+        let schema = version.schema();
+        let ambient = schema.field_by_name("Capability.add_ambient_capabilities").unwrap().1.id;
+        for (name, release) in runtimes {
+            let unset = RuntimeProfile::from_version(version, name, release, None);
+            for minor in cri_bridge::revision::oldest(version)..=cri_bridge::revision::newest(version) + 1 {
+                let configured = RuntimeProfile::from_version(version, name, release, Some(minor));
+                let mut expected = unset.clone();
+                expected.minor = configured.minor;
+                let what = format!("{version} {name:?} {release:?} at 1.{minor}");
+                assert_eq!(configured.unhonoured, unset.unhonoured, "{what}");
+                assert_eq!(configured.blocked(schema), expected.blocked(schema), "{what}");
+                // (Below the field's own revision, the revision is the reason given.)
+                if name != cri_bridge::memory::RUNTIME_NAME {
+                    assert!(configured.blocked(schema)[ambient].is_some(), "{what}: ambient capabilities pass");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn features_count_when_every_handler_reports_them() {
     let handler = |name: &str, userns, rro| v1::RuntimeHandler {

@@ -281,3 +281,192 @@ fn a_profile_a_string_does_not_carry_is_blocked_before_1_20() {
     assert_eq!(refused, ["apparmor", "seccomp"]);
     assert_eq!(scanned(""), scanned("unconfined"));
 }
+
+/// Where a `CreateContainerRequest` is split: which non-repeated message field occurs once per
+/// part. The runtime merges the occurrences (field by field; a string set twice: the last), so
+/// the parts make one security context.
+#[derive(Clone, Copy, Debug)]
+enum Split {
+    /// `config.linux.security_context` occurs once per part.
+    SecurityContext,
+    /// `config.linux` occurs once per part.
+    Linux,
+    /// `config` occurs once per part.
+    Config,
+}
+
+/// A v1alpha2 `CreateContainerRequest` whose container security context is `parts`, split at
+/// `split`. The first part's `config` also starts with field #99, unknown to every schema.
+#[allow(deprecated)]
+fn split_request(split: Split, parts: &[cri_bridge::api::v1alpha2::LinuxContainerSecurityContext]) -> Vec<u8> {
+    use prost::encoding::bytes::encode as field;
+    use prost::Message;
+    let contexts: Vec<Vec<u8>> = parts.iter().map(Message::encode_to_vec).collect();
+    let wrap = |number: u32, body: &[u8]| {
+        let mut out = Vec::new();
+        field(number, &body.to_vec(), &mut out);
+        out
+    };
+    // security_context is LinuxContainerConfig #2, linux is ContainerConfig #15, config is
+    // CreateContainerRequest #2.
+    let configs: Vec<Vec<u8>> = match split {
+        Split::SecurityContext => vec![wrap(15, &contexts.iter().flat_map(|c| wrap(2, c)).collect::<Vec<_>>())],
+        Split::Linux => vec![contexts.iter().flat_map(|c| wrap(15, &wrap(2, c))).collect()],
+        Split::Config => contexts.iter().map(|c| wrap(15, &wrap(2, c))).collect(),
+    };
+    let mut request = Vec::new();
+    for (i, config) in configs.into_iter().enumerate() {
+        let mut unknown = Vec::new();
+        if i == 0 {
+            key(99, WireType::Varint, &mut unknown);
+            encode_varint(1, &mut unknown);
+        }
+        request.extend(wrap(2, &[unknown, config].concat()));
+    }
+    request
+}
+
+/// The losses of a v1alpha2 request scanned for a runtime of the 1.19 revision (containerd 1.4),
+/// appended to `losses`.
+fn scan_for_1_19(message: &str, bytes: &[u8], losses: &mut Vec<Loss>) {
+    let schema = V1alpha2.schema();
+    let blocked = RuntimeProfile::from_version(V1alpha2, "containerd", "1.4.13", None).blocked(schema);
+    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19 };
+    scan::scan(schema, schema.message_index(message).unwrap(), bytes, limits, losses).unwrap();
+}
+
+/// A runtime merges the occurrences of a message field that is not repeated, so a security
+/// context split in parts is one context to it: a profile is judged carried by its string on the
+/// merged context, wherever the split is (the context, `linux`, or `config` occurring twice). A
+/// Localhost profile with its string in one part and `unconfined` as the string in another would
+/// run unconfined on a runtime before 1.20, which reads only the (last) string: refused.
+#[allow(deprecated)]
+#[test]
+fn a_split_security_context_is_judged_as_the_runtime_merges_it() {
+    use cri_bridge::api::v1alpha2::{security_profile::ProfileType, LinuxContainerSecurityContext, SecurityProfile};
+    let localhost =
+        || Some(SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: "audit.json".into() });
+    let unconfined =
+        || Some(SecurityProfile { profile_type: ProfileType::Unconfined as i32, localhost_ref: "".into() });
+    let context = |seccomp: Option<SecurityProfile>, path: &str| LinuxContainerSecurityContext {
+        seccomp,
+        seccomp_profile_path: path.into(),
+        ..Default::default()
+    };
+    let refused = ["config.#99", "config.linux.security_context.seccomp"];
+    let cases: [(&str, Vec<LinuxContainerSecurityContext>, &[&str]); 6] = [
+        (
+            "a Localhost profile and its string, then the string unconfined",
+            vec![context(localhost(), "localhost/audit.json"), context(None, "unconfined")],
+            &refused,
+        ),
+        (
+            "unconfined and its string, then the string of a Localhost profile",
+            vec![context(unconfined(), "unconfined"), context(None, "localhost/audit.json")],
+            &refused,
+        ),
+        (
+            "a Localhost profile and its string, then the profile unconfined",
+            vec![context(localhost(), "localhost/audit.json"), context(unconfined(), "")],
+            &refused,
+        ),
+        (
+            "the string unconfined, then a Localhost profile and its string (the last string wins)",
+            vec![context(None, "unconfined"), context(localhost(), "localhost/audit.json")],
+            &refused[..1],
+        ),
+        (
+            "a Localhost profile, then its string",
+            vec![context(localhost(), ""), context(None, "localhost/audit.json")],
+            &refused[..1],
+        ),
+        ("one part", vec![context(localhost(), "localhost/audit.json")], &refused[..1]),
+    ];
+    for split in [Split::SecurityContext, Split::Linux, Split::Config] {
+        for (what, parts, expected) in &cases {
+            let mut losses = Vec::new();
+            scan_for_1_19("CreateContainerRequest", &split_request(split, parts), &mut losses);
+            let paths: Vec<&str> = losses.iter().map(|l| l.path.as_str()).collect();
+            assert_eq!(paths, *expected, "{what}, split at {split:?}");
+        }
+    }
+    // AppArmor alike.
+    let apparmor = |profile: Option<SecurityProfile>, name: &str| LinuxContainerSecurityContext {
+        apparmor: profile,
+        apparmor_profile: name.into(),
+        ..Default::default()
+    };
+    let split = [apparmor(localhost(), "localhost/audit.json"), apparmor(None, "unconfined")];
+    let mut losses = Vec::new();
+    scan_for_1_19("CreateContainerRequest", &split_request(Split::Linux, &split), &mut losses);
+    assert_eq!(
+        paths(&losses)[1..],
+        ["config.linux.security_context.apparmor Blocked(Revision { runtime: 19, field: 20 })"]
+    );
+}
+
+/// The pod's security context too: `RunPodSandboxRequest.config.linux.security_context` split.
+#[allow(deprecated)]
+#[test]
+fn a_split_sandbox_security_context_is_judged_merged() {
+    use cri_bridge::api::v1alpha2::{security_profile::ProfileType, LinuxSandboxSecurityContext, SecurityProfile};
+    use prost::Message;
+    let localhost =
+        Some(SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: "audit.json".into() });
+    let first = LinuxSandboxSecurityContext {
+        seccomp: localhost,
+        seccomp_profile_path: "localhost/audit.json".into(),
+        ..Default::default()
+    };
+    let second = LinuxSandboxSecurityContext { seccomp_profile_path: "unconfined".into(), ..Default::default() };
+    // security_context is LinuxPodSandboxConfig #2, linux is PodSandboxConfig #8.
+    let mut linux = Vec::new();
+    for part in [&first, &second] {
+        prost::encoding::bytes::encode(2, &part.encode_to_vec(), &mut linux);
+    }
+    let mut config = Vec::new();
+    prost::encoding::bytes::encode(8, &linux, &mut config);
+    let mut request = Vec::new();
+    prost::encoding::bytes::encode(1, &config, &mut request);
+    let mut losses = Vec::new();
+    scan_for_1_19("RunPodSandboxRequest", &request, &mut losses);
+    assert_eq!(losses.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(), ["config.linux.security_context.seccomp"]);
+}
+
+/// Judging merged occurrences walks the request again: what the first walk had recorded is
+/// undone, and losses recorded before the scan stay as they were, the bounded record's overflow
+/// count included.
+#[allow(deprecated)]
+#[test]
+fn walking_a_split_request_again_records_each_loss_once() {
+    use cri_bridge::api::v1alpha2::{security_profile::ProfileType, LinuxContainerSecurityContext, SecurityProfile};
+    let localhost =
+        Some(SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: "audit.json".into() });
+    let parts = [
+        LinuxContainerSecurityContext {
+            seccomp: localhost,
+            seccomp_profile_path: "localhost/audit.json".into(),
+            ..Default::default()
+        },
+        LinuxContainerSecurityContext { seccomp_profile_path: "unconfined".into(), ..Default::default() },
+    ];
+    let request = split_request(Split::Config, &parts);
+    let earlier = |n: usize| Loss {
+        path: format!("earlier{n}"),
+        field: format!("Earlier.f{n}").into(),
+        reason: LossReason::NoField,
+        more: 0,
+    };
+    let mut losses = vec![earlier(0)];
+    scan_for_1_19("CreateContainerRequest", &request, &mut losses);
+    assert_eq!(
+        losses.iter().map(|l| (l.path.as_str(), l.more)).collect::<Vec<_>>(),
+        [("earlier0", 0), ("config.#99", 0), ("config.linux.security_context.seccomp", 0)]
+    );
+    // A full record: the two losses of the merged walk count on the overflow entry, once each.
+    let mut losses: Vec<Loss> = (0..cri_bridge::convert::MAX_DISTINCT).map(earlier).collect();
+    losses.push(Loss { path: "…".into(), field: "…".into(), reason: LossReason::TooMany, more: 5 });
+    scan_for_1_19("CreateContainerRequest", &request, &mut losses);
+    assert_eq!(losses.len(), cri_bridge::convert::MAX_DISTINCT + 1);
+    assert_eq!(losses.last().map(|l| (&l.reason, l.more)), Some((&LossReason::TooMany, 7)));
+}

@@ -5,8 +5,16 @@
 //!
 //! It runs on the bytes the runtime will receive: on passthrough the caller's own bytes (one walk
 //! finds both kinds), after a conversion the converted bytes (the caller's bytes are walked
-//! first for unknown numbers only). Nothing is decoded except varints, lengths, and the one
-//! sub-message whose value decides whether it matters (`userns_options`).
+//! first for unknown numbers only). Nothing is decoded except varints, lengths, and the
+//! messages whose value decides whether a field matters (`userns_options`, a security context
+//! whose deprecated strings may carry its profiles).
+//!
+//! Those judgements are made on the message the runtime will decode: protobuf merges the
+//! occurrences of a message field that is not repeated (field by field, the last scalar
+//! winning), so a request may split one security context in parts, each harmless alone. Most
+//! requests hold each such field once; the walk only notes that, and when one occurs again it
+//! walks the request a second time with every such field's occurrences joined (their
+//! concatenation is their merge).
 
 use super::classes::{class_of_unknown, Class};
 use super::loss::record;
@@ -49,9 +57,32 @@ pub fn scan(
     limits: Limits<'_>,
     losses: &mut Vec<Loss>,
 ) -> Result<(), Malformed> {
-    let mut path = Vec::new();
     let start = losses.len();
-    Walk { schema, limits, losses, start, kept: Vec::new() }.message(message, bytes, &mut path)
+    // What the walk may change of the record as it was: the overflow entry's count.
+    let overflow = losses.last().filter(|l| l.reason == LossReason::TooMany).map(|l| l.more);
+    let mut walk = Walk { schema, limits, losses, start, kept: Vec::new(), merge: false };
+    if walk.message(message, bytes, &mut Vec::new())? == Walked::Whole {
+        return Ok(());
+    }
+    // A message field occurred twice, and this walk may have judged one part alone: undone,
+    // and walked again merging.
+    walk.losses.truncate(start);
+    if let (Some(more), Some(last)) = (overflow, walk.losses.last_mut()) {
+        last.more = more;
+    }
+    walk.kept.clear();
+    walk.merge = true;
+    // (Merging, the walk meets every such field once, so it always ends `Whole`.)
+    walk.message(message, bytes, &mut Vec::new()).map(|_| ())
+}
+
+/// How a walk ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Walked {
+    Whole,
+    /// Not merging, a message field that is not repeated occurred twice in one message (and
+    /// the limits judge values): the walk stopped there.
+    Repeated,
 }
 
 /// One step of the path to where the walk is: a field, or an element of a repeated one.
@@ -96,6 +127,41 @@ struct Walk<'s, 'l, 'v> {
     /// (message index, field number) of each loss this walk kept, in order from `start`: past the
     /// bound, a repeat is found by number, so a flood of unknown fields costs integer compares.
     kept: Vec<(usize, u32)>,
+    /// Walk each message field that is not repeated once, its occurrences merged.
+    merge: bool,
+}
+
+/// The numbers of the fields met once so far in one message: a bit each below 64 (every CRI
+/// field), a list beyond.
+#[derive(Default)]
+struct Met {
+    low: u64,
+    high: Vec<u32>,
+}
+
+impl Met {
+    /// Notes `number`; false when it was met before.
+    fn first(&mut self, number: u32) -> bool {
+        if number < 64 {
+            let bit = 1u64 << number;
+            let first = self.low & bit == 0;
+            self.low |= bit;
+            first
+        } else if self.high.contains(&number) {
+            false
+        } else {
+            self.high.push(number);
+            true
+        }
+    }
+
+    fn has(&self, number: u32) -> bool {
+        if number < 64 {
+            self.low & 1u64 << number != 0
+        } else {
+            self.high.contains(&number)
+        }
+    }
 }
 
 /// One field as found on the wire.
@@ -120,13 +186,17 @@ impl Found<'_> {
 }
 
 impl<'s> Walk<'s, '_, '_> {
-    fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<Step<'s>>) -> Result<(), Malformed> {
+    fn message(&mut self, message: usize, mut bytes: &[u8], path: &mut Vec<Step<'s>>) -> Result<Walked, Malformed> {
         let info: &'s MessageInfo = &self.schema.messages[message];
         let whole = bytes;
         // How many elements of each repeated message field have been seen, for `[i]` in paths.
         let mut seen: Vec<(u32, usize)> = Vec::new();
+        // Not merging: the single message fields met. Merging: those that occur more than once,
+        // each with its occurrences joined, and whether it was walked.
+        let mut met = Met::default();
+        let mut merged = if self.merge { repeated_singles(info, whole) } else { Vec::new() };
         while !bytes.is_empty() {
-            let found = next(&mut bytes).map_err(|what| Malformed {
+            let mut found = next(&mut bytes).map_err(|what| Malformed {
                 // At the top there is no field to name: name the message.
                 path: if path.is_empty() { info.name.to_string() } else { render(path) },
                 what,
@@ -137,6 +207,20 @@ impl<'s> Walk<'s, '_, '_> {
                 }
                 continue;
             };
+            // Only a walk against a revision judges values (`is_carried_anyway`): there, a single
+            // message field that occurs again is walked merged, at its first occurrence.
+            if self.limits.blocked.is_some() && field.message.is_some() && !field.repeated && found.wire_type == 2 {
+                if self.merge {
+                    if let Some((_, joined, walked)) = merged.iter_mut().find(|(n, _, _)| *n == found.number) {
+                        if std::mem::replace(walked, true) {
+                            continue;
+                        }
+                        found.value = joined;
+                    }
+                } else if !met.first(found.number) {
+                    return Ok(Walked::Repeated);
+                }
+            }
             let block = self.limits.blocked.and_then(|b| b[field.id]);
             // A field the runtime decodes after all: one of the RPC's own revision (`minor`).
             if let Some(block) =
@@ -164,15 +248,18 @@ impl<'s> Walk<'s, '_, '_> {
                         }
                     };
                     path.push(Step::Index(index));
-                    self.message(nested, found.value, path)?;
+                    let walked = self.message(nested, found.value, path)?;
                     path.pop();
-                } else {
-                    self.message(nested, found.value, path)?;
+                    if walked == Walked::Repeated {
+                        return Ok(walked);
+                    }
+                } else if self.message(nested, found.value, path)? == Walked::Repeated {
+                    return Ok(Walked::Repeated);
                 }
                 path.pop();
             }
         }
-        Ok(())
+        Ok(Walked::Whole)
     }
 
     /// Checks an enum field's value against the schema and the revision. (CRI has no repeated
@@ -243,6 +330,34 @@ fn is_carried_anyway(info: &MessageInfo, field: &FieldInfo, value: &[u8], messag
         ("NamespaceOption", "userns_options") => crate::convert::userns_is_host(value),
         (context, profile) => super::exceptions::profile_carried_by_string(context, profile, message),
     }
+}
+
+/// The message fields of `bytes` (a message `info`) that are not repeated yet occur more than
+/// once, each with its occurrences' payloads joined in order (the encoding of their merge) and
+/// `false` (not walked yet). A malformed part ends the search; the walk reports it where it is.
+fn repeated_singles(info: &MessageInfo, bytes: &[u8]) -> Vec<(u32, Vec<u8>, bool)> {
+    let single = |found: &Found<'_>| {
+        found.wire_type == 2 && info.field(found.number).is_some_and(|f| f.message.is_some() && !f.repeated)
+    };
+    let (mut once, mut again) = (Met::default(), Met::default());
+    let mut rest = bytes;
+    while let Ok(found) = next(&mut rest) {
+        if single(&found) && !once.first(found.number) {
+            again.first(found.number);
+        }
+    }
+    let mut joined: Vec<(u32, Vec<u8>, bool)> = Vec::new();
+    let mut rest = bytes;
+    while let Ok(found) = next(&mut rest) {
+        if !single(&found) || !again.has(found.number) {
+            continue;
+        }
+        match joined.iter_mut().find(|(n, _, _)| *n == found.number) {
+            Some((_, payloads, _)) => payloads.extend_from_slice(found.value),
+            None => joined.push((found.number, found.value.to_vec(), false)),
+        }
+    }
+    joined
 }
 
 fn next<'b>(bytes: &mut &'b [u8]) -> Result<Found<'b>, &'static str> {
