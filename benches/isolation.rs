@@ -7,7 +7,8 @@
 //! call (`/cri_bridge.Bridge/Status`), answered by the proxy's one thread alone: what the abuse
 //! costs cri-bridge itself.
 //!
-//! Run: `cargo bench --bench isolation`.
+//! Run: `cargo bench --bench isolation`; `ISOLATION_ABUSES=slow,headers,requests,conversions`
+//! (any of them) runs only those abuses.
 
 #[path = "../tests/support/abuse.rs"]
 mod abuse;
@@ -36,8 +37,24 @@ async fn main() {
         request_connections: 2,
         request_streams: 40,
         conversions: 4,
-        envs: 2_000_000,
+        envs: 1_000_000,
     };
+    let mut sizes = sizes;
+    if let Ok(only) = std::env::var("ISOLATION_ABUSES") {
+        let off = |name: &str| !only.split(',').any(|a| a.trim() == name);
+        if off("slow") {
+            (sizes.slow_connections, sizes.watchers) = (0, 0);
+        }
+        if off("headers") {
+            sizes.header_connections = 0;
+        }
+        if off("requests") {
+            sizes.request_connections = 0;
+        }
+        if off("conversions") {
+            sizes.conversions = 0;
+        }
+    }
     abuse::populate(&daemon.socket, sizes.containers).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (fds, rss) = (daemon.fds(), daemon.rss_kib());
