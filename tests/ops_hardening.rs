@@ -1,14 +1,18 @@
-//! The daemon against an unkind host (issue 23): a signal sent the moment systemd hears READY=1.
+//! The daemon against an unkind host (issue 23): a signal sent the moment systemd hears READY=1,
+//! and silent connections to the metrics port.
 
 mod common;
 
 use common::process::{notifications_until, wait_timeout, Reaped};
-use common::TempDir;
+use common::{Bridge, Runtime, TempDir};
 use cri_bridge::api::v1;
+use cri_bridge::config::{Config, MetricsListen};
+use cri_bridge::CriVersion;
 use std::io::Write;
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
 
@@ -120,4 +124,55 @@ async fn sigterm_the_moment_ready_is_sent_shuts_down_cleanly() {
         assert!(status.is_some_and(|s| s.success()), "round {round}: {status:?}; log:\n{logs}");
         assert!(!socket.exists(), "round {round}: the socket is removed on a clean stop");
     }
+}
+
+/// A free loopback port: bound and let go (a race with another process is possible, not likely).
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+#[tokio::test]
+async fn silent_connections_to_the_metrics_port_neither_keep_a_scrape_out_nor_stay_open() {
+    let dir = TempDir::new("hard-metrics");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[CriVersion::V1]).await;
+    let address = free_port();
+    let config = Config {
+        metrics_listen: Some(MetricsListen::Tcp(address)),
+        ..common::config(&dir, &dir.path("runtime.sock"), None)
+    };
+    let bridge = Bridge::start(config).await;
+    let opened = tokio::time::Instant::now();
+    // Twice as many as the endpoint serves at once: the cap alone must not keep a scraper out.
+    let mut silent = Vec::new();
+    for _ in 0..2 * cri_bridge::metrics::MAX_SCRAPERS {
+        silent.push(tokio::net::TcpStream::connect(address).await.unwrap());
+    }
+    // A scrape now: answered at once, not after the silent ones time out (10 s before the fix,
+    // or closed unanswered).
+    let scrape = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(3), scrape)
+        .await
+        .expect("a scrape answered within 3 s while silent connections are open")
+        .expect("the scrape's connection");
+    assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(answer.trim_end().ends_with("# EOF"), "{answer}");
+    // Each silent connection is closed once the head timeout (2 s) has passed; 6 s from opening
+    // is well short of the old 10 s.
+    let mut buf = [0u8; 64];
+    for (i, mut stream) in silent.into_iter().enumerate() {
+        let read = tokio::time::timeout_at(opened + Duration::from_secs(6), stream.read(&mut buf)).await;
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) => {}
+            Ok(Ok(n)) => panic!("silent connection {i} was sent {:?}", String::from_utf8_lossy(&buf[..n])),
+            Err(_) => panic!("silent connection {i} still open {:?} after it was opened", opened.elapsed()),
+        }
+    }
+    bridge.stop().await;
+    runtime.stop().await;
 }
