@@ -1,5 +1,5 @@
 //! The daemon against an unkind host (issue 23): a signal sent the moment systemd hears READY=1,
-//! and silent connections to the metrics port.
+//! silent connections to the metrics port, and sockets passed that are not ours or not listening.
 
 mod common;
 
@@ -9,7 +9,7 @@ use cri_bridge::api::v1;
 use cri_bridge::config::{Config, MetricsListen};
 use cri_bridge::CriVersion;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -175,4 +175,73 @@ async fn silent_connections_to_the_metrics_port_neither_keep_a_scrape_out_nor_st
     }
     bridge.stop().await;
     runtime.stop().await;
+}
+
+fn pass_fd_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/pass_fd.py")
+}
+
+/// `cri-bridge serve --listen <dir>/bridge.sock`, started by `pass_fd.py` with fd 3 of `kind`
+/// (at `passed`) and LISTEN_FDS=1, LISTEN_PID as `pid` says; systemd's notifications go to
+/// `<dir>/notify.sock`, the log to `<dir>/stderr.log`.
+fn serve_with_fd(dir: &TempDir, kind: &str, passed: &Path, pid: &str) -> Reaped {
+    Reaped(
+        Command::new("python3")
+            .arg(pass_fd_script())
+            .args([kind, &passed.display().to_string(), pid, "--", BIN, "serve", "--listen"])
+            .arg(dir.path("bridge.sock"))
+            .env("NOTIFY_SOCKET", dir.path("notify.sock"))
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path("stderr.log")).unwrap())
+            .spawn()
+            .expect("python3 (as for tests/support/activate.py)"),
+    )
+}
+
+#[tokio::test]
+async fn a_passed_socket_is_ignored_unless_listen_pid_is_ours_and_listen_path_is_bound() {
+    for pid in ["absent", "other"] {
+        let dir = TempDir::new("hard-pid");
+        let notify = tokio::net::UnixDatagram::bind(dir.path("notify.sock")).unwrap();
+        let passed = dir.path("passed.sock");
+        let mut bridge = serve_with_fd(&dir, "listening", &passed, pid);
+        let ready = notifications_until(&notify, |m| m.starts_with("READY=1")).await;
+        let logs = || std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+        assert!(ready.last().is_some_and(|m| m.starts_with("READY=1")), "LISTEN_PID {pid}: {ready:?}\n{}", logs());
+        let socket = dir.path("bridge.sock");
+        let answer =
+            version(&socket).await.unwrap_or_else(|e| panic!("LISTEN_PID {pid}: listen.path: {e}\n{}", logs()));
+        assert_eq!(answer.runtime_name, "cri-bridge-memory");
+        let ready = ready.last().unwrap();
+        assert!(ready.contains(&socket.display().to_string()), "the status names listen.path: {ready}");
+        let line = log_line(&dir.path("stderr.log"), &["LISTEN_FDS", "LISTEN_PID"]).await;
+        assert!(line.is_some(), "LISTEN_PID {pid}: the log says why the passed socket is not served:\n{}", logs());
+        assert!(Command::new("kill").arg("-TERM").arg(bridge.id().to_string()).status().unwrap().success());
+        let status = wait_timeout(&mut bridge, Duration::from_secs(5)).await;
+        assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_passed_fd_that_is_not_a_listening_unix_stream_socket_stops_the_start_naming_listen_fds() {
+    for kind in ["connected", "file", "tcp", "datagram"] {
+        let dir = TempDir::new("hard-fd");
+        let notify = tokio::net::UnixDatagram::bind(dir.path("notify.sock")).unwrap();
+        let passed = dir.path("passed");
+        std::fs::write(&passed, "not a socket\n").unwrap();
+        let mut bridge = serve_with_fd(&dir, kind, &passed, "own");
+        let status = wait_timeout(&mut bridge, Duration::from_secs(10)).await;
+        let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+        let mut heard = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = notify.try_recv(&mut buf) {
+            heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        assert!(status.is_some_and(|s| !s.success()), "{kind}: must refuse to start: {status:?}; {heard:?}\n{logs}");
+        assert!(logs.contains("LISTEN_FDS"), "{kind}: the error names LISTEN_FDS:\n{logs}");
+        assert!(heard.iter().all(|m| !m.contains("READY=1")), "{kind}: no READY=1: {heard:?}");
+        assert!(!dir.path("bridge.sock").exists(), "{kind}: nothing else is served either");
+    }
 }
