@@ -1,9 +1,10 @@
 //! The daemon against an unkind host (issue 23): a signal sent the moment systemd hears READY=1,
-//! silent connections to the metrics port, and sockets passed that are not ours or not listening.
+//! silent connections to the metrics port, sockets passed that are not ours or not listening,
+//! and a caller whose executable name holds control characters.
 
 mod common;
 
-use common::process::{notifications_until, wait_timeout, Reaped};
+use common::process::{notifications_until, wait_for_listener, wait_timeout, Reaped};
 use common::{Bridge, Runtime, TempDir};
 use cri_bridge::api::v1;
 use cri_bridge::config::{Config, MetricsListen};
@@ -244,4 +245,62 @@ async fn a_passed_fd_that_is_not_a_listening_unix_stream_socket_stops_the_start_
         assert!(heard.iter().all(|m| !m.contains("READY=1")), "{kind}: no READY=1: {heard:?}");
         assert!(!dir.path("bridge.sock").exists(), "{kind}: nothing else is served either");
     }
+}
+
+/// Characters that must never reach a terminal raw from a caller's name.
+fn is_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[tokio::test]
+async fn a_caller_named_with_control_characters_shows_escaped_on_one_line() {
+    let dir = TempDir::new("hard-callers");
+    let socket = dir.path("bridge.sock");
+    let log = dir.path("stderr.log");
+    let mut bridge = Reaped(
+        Command::new(BIN)
+            .args(["serve", "--listen"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_listener(&mut bridge, &socket).await;
+    // A name that, printed raw, returns to the line's start, erases it, reverses what follows,
+    // and shows `kubelet`.
+    let name = "evil\r\x1b[2K\u{202e}kubelet";
+    let escaped = "evil\\r\\x1b[2K\\u{202e}kubelet";
+    let copy = dir.0.join(name);
+    std::fs::copy(BIN, &copy).unwrap();
+    let run = |mut command: Command| async move {
+        tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap()
+    };
+    // A copy of cri-bridge under another name is a caller like any other.
+    let mut probe = Command::new(&copy);
+    probe.arg("probe").arg(&socket);
+    let output = run(probe).await;
+    assert!(output.status.success(), "{output:?}");
+
+    let mut table = Command::new(BIN);
+    table.arg("callers").arg(&socket);
+    let output = run(table).await;
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(!text.chars().any(is_unsafe), "a raw control character in the table:\n{text:?}");
+    let line = text.lines().find(|l| l.contains("kubelet")).unwrap_or_else(|| panic!("{text:?}"));
+    assert!(line.starts_with(escaped), "{line:?}");
+
+    let mut json = Command::new(BIN);
+    json.args(["callers", "--json"]).arg(&socket);
+    let output = run(json).await;
+    let report: Vec<cri_bridge::callers::CallerReport> = serde_json::from_slice(&output.stdout).unwrap();
+    let row = report.iter().find(|r| r.client.contains("kubelet")).unwrap_or_else(|| panic!("{report:#?}"));
+    assert_eq!(row.client, escaped);
+    assert!(row.exe.ends_with(&format!("/{escaped}")) && !row.exe.chars().any(is_unsafe), "{row:?}");
+
+    let logged = log_line(&log, &["first call of a caller", &format!("client={escaped} ")]).await;
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.is_some(), "the log names the caller as the table does:\n{logs}");
+    assert!(!logs.chars().any(is_unsafe), "a raw control character in the log:\n{logs:?}");
 }
