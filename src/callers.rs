@@ -22,7 +22,8 @@ pub struct Peer {
     pub pid: Option<u32>,
     pub uid: u32,
     pub gid: u32,
-    /// The executable's path (`/usr/bin/kubelet`), or `?` when `/proc` does not say.
+    /// The executable's path (`/usr/bin/kubelet`), or `?` when `/proc` does not say; as
+    /// [`one_line`] escapes and caps it.
     pub exe: String,
     pub pod_uid: Option<String>,
     pub container_id: Option<String>,
@@ -46,7 +47,7 @@ impl Peer {
             if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
                 // A binary replaced since the process started reads as `… (deleted)`.
                 let exe = exe.to_string_lossy();
-                peer.exe = exe.strip_suffix(" (deleted)").unwrap_or(&exe).to_string();
+                peer.exe = one_line(exe.strip_suffix(" (deleted)").unwrap_or(&exe));
             }
             if let Ok(cgroup) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
                 (peer.pod_uid, peer.container_id) = pod_and_container(&cgroup);
@@ -59,6 +60,49 @@ impl Peer {
     pub fn client(&self) -> &str {
         self.exe.rsplit('/').next().unwrap_or(&self.exe)
     }
+}
+
+/// The longest name kept, in bytes once escaped.
+pub const MAX_NAME: usize = 256;
+
+/// `name` as it may be shown anywhere (the callers table, the log, a metrics label): every
+/// control character (C0, DEL, C1), Unicode bidi control and line or paragraph separator
+/// escaped visibly (`\r`, `\x1b`, `\u{202e}`), a backslash doubled so that an escape cannot be
+/// forged, and at most [`MAX_NAME`] bytes. A caller names its own executable: raw, such a name
+/// could move the cursor, erase its row or pose as another client. A longer name keeps its end
+/// (the file name, which `client` shows), after `…`.
+pub fn one_line(name: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(name.len());
+    // Where each character's escaped form begins, so a cut never splits one.
+    let mut starts = Vec::with_capacity(name.len());
+    for c in name.chars() {
+        starts.push(out.len());
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_ascii_control() => write!(out, "\\x{:02x}", c as u32).expect("writing to a String"),
+            c if c.is_control() || is_bidi_or_separator(c) => {
+                write!(out, "\\u{{{:x}}}", c as u32).expect("writing to a String")
+            }
+            c => out.push(c),
+        }
+    }
+    if out.len() <= MAX_NAME {
+        return out;
+    }
+    let budget = MAX_NAME - '…'.len_utf8();
+    let cut = starts.into_iter().find(|&at| out.len() - at <= budget).unwrap_or(out.len());
+    format!("…{}", &out[cut..])
+}
+
+/// Characters that reorder or break the text around them: the bidi embeddings, overrides,
+/// isolates and marks, and the line and paragraph separators.
+fn is_bidi_or_separator(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 /// The pod UID and container ID in a `/proc/<pid>/cgroup`, for the kubelet's cgroup layouts:
@@ -130,7 +174,7 @@ impl Caller {
         if self.calls[slot(version)].fetch_add(1, Ordering::Relaxed) == 0 {
             let peer = &self.peer;
             tracing::info!(
-                client = peer.client(),
+                client = %peer.client(),
                 exe = %peer.exe,
                 pid = self.last_pid.load(Ordering::Relaxed),
                 uid = peer.uid,
@@ -297,6 +341,31 @@ mod tests {
         assert_eq!(pod_and_container("0::/system.slice/kubelet.service\n"), (None, None));
         // A slice that only looks like a pod's.
         assert_eq!(pod_and_container("0::/user.slice/podcast-player.scope\n"), (None, None));
+    }
+
+    #[test]
+    fn names_are_escaped_onto_one_line() {
+        assert_eq!(one_line("/usr/bin/kubelet"), "/usr/bin/kubelet");
+        assert_eq!(one_line("a\rb\nc\td"), "a\\rb\\nc\\td");
+        assert_eq!(one_line("\x1b[2K\x7f\u{9b}"), "\\x1b[2K\\x7f\\u{9b}");
+        assert_eq!(one_line("x\u{202e}y\u{2066}z\u{2028}"), "x\\u{202e}y\\u{2066}z\\u{2028}");
+        // A name that spells an escape is told apart from one that holds the character.
+        assert_eq!(one_line("a\\rb"), "a\\\\rb");
+        assert_eq!(one_line("crictl-ü"), "crictl-ü");
+    }
+
+    #[test]
+    fn a_long_name_keeps_its_end_and_never_a_split_escape() {
+        let long = format!("/{}/crictl", "d".repeat(300));
+        let kept = one_line(&long);
+        assert_eq!(kept.len(), MAX_NAME);
+        assert!(kept.starts_with('…') && kept.ends_with("/crictl"), "{kept}");
+        let escapes = "\u{202e}".repeat(100);
+        let kept = one_line(&escapes);
+        assert!(kept.len() <= MAX_NAME, "{}", kept.len());
+        assert!(kept.strip_prefix('…').is_some_and(|rest| rest.starts_with("\\u{202e}")), "{kept}");
+        // 2 bytes each: 126 of them and the `…` fit in 256 bytes.
+        assert_eq!(one_line(&"é".repeat(200)), format!("…{}", "é".repeat(126)));
     }
 
     #[test]

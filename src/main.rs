@@ -81,7 +81,16 @@ fn main() -> ExitCode {
                 Ok(runtime) => runtime,
                 Err(e) => return fail(e),
             };
-            match runtime.block_on(cri_bridge::run::run_on(config, activated, Some(reloader), shutdown_signal())) {
+            let shutdown = {
+                // A tokio signal stream is made in its runtime's context.
+                let _entered = runtime.enter();
+                shutdown_signal()
+            };
+            let shutdown = match shutdown {
+                Ok(shutdown) => shutdown,
+                Err(e) => return fail(format!("cannot install the SIGTERM and SIGINT handlers: {e}")),
+            };
+            match runtime.block_on(cri_bridge::run::run_on(config, activated, Some(reloader), shutdown)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
@@ -175,13 +184,20 @@ fn init_logging(config: &Config) -> SetLogLevel {
     })
 }
 
-/// Completes on SIGINT or SIGTERM (systemd's stop).
-async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM (systemd's stop). The handlers are installed when this is
+/// called, before anything is served and READY=1 sent: a stop that comes the moment systemd
+/// hears READY=1 then drains and removes the socket, instead of the signal's default action
+/// killing the daemon. (A tokio signal handler is installed when its stream is made, not when
+/// the stream is first polled.)
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+    })
 }

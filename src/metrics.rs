@@ -20,6 +20,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::Code;
@@ -308,8 +309,15 @@ pub fn code_name(code: Code) -> &'static str {
     }
 }
 
-/// Metrics connections open at once, at most; more are closed at once (a scraper needs one).
-pub const MAX_SCRAPERS: usize = 16;
+/// Metrics connections open at once, at most. At the cap a new connection is still served: the
+/// oldest connection that has not yet sent its request gives way (else the oldest of all), so
+/// that idle or slow connections cannot keep a scraper out. A scraper sends its request as soon
+/// as it connects, so the ones that give way are almost always those that never will.
+pub const MAX_SCRAPERS: usize = 64;
+
+/// How long a connection may take to send its request head. A scraper sends it at once; a
+/// connection silent this long is closed, so it holds a slot for no longer than this.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the metrics endpoint needs to answer a scrape.
 #[derive(Clone)]
@@ -351,20 +359,24 @@ impl Endpoint {
 
     pub async fn serve(self, scrape: Scrape, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let room = Arc::new(tokio::sync::Semaphore::new(MAX_SCRAPERS));
+        // The connections being served, oldest first; only this loop adds or removes them.
+        let mut open: std::collections::VecDeque<Connection> = std::collections::VecDeque::new();
         loop {
-            let scrape = scrape.clone();
             tokio::select! {
                 accepted = accept(&self) => match accepted {
-                    Ok(io) => match room.clone().try_acquire_owned() {
-                        Ok(permit) => {
-                            tokio::spawn(async move {
-                                answer_scrapes(io, scrape).await;
-                                drop(permit);
-                            });
+                    Ok(io) => {
+                        open.retain(|c| !c.task.is_finished());
+                        if open.len() >= MAX_SCRAPERS {
+                            let silent = open.iter().position(|c| !c.asked.load(Ordering::Relaxed));
+                            if let Some(oldest) = open.remove(silent.unwrap_or(0)) {
+                                tracing::debug!("{MAX_SCRAPERS} metrics connections are open: closing the oldest");
+                                oldest.task.abort();
+                            }
                         }
-                        Err(_) => tracing::debug!("{MAX_SCRAPERS} metrics connections are open: closing a new one"),
-                    },
+                        let asked = Arc::new(AtomicBool::new(false));
+                        let task = tokio::spawn(answer_scrapes(io, scrape.clone(), asked.clone())).abort_handle();
+                        open.push_back(Connection { asked, task });
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "accepting a metrics connection failed");
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -379,6 +391,13 @@ impl Endpoint {
     }
 }
 
+/// A metrics connection being served.
+struct Connection {
+    /// Set once its request head has arrived.
+    asked: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
 
@@ -389,10 +408,12 @@ async fn accept(endpoint: &Endpoint) -> std::io::Result<Box<dyn Io>> {
     })
 }
 
-/// HTTP/1.1 on one connection: `GET /metrics` answers the scrape, anything else 404.
-async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape) {
+/// HTTP/1.1 on one connection: `GET /metrics` answers the scrape, anything else 404. `asked` is
+/// set when the request head has arrived.
+async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape, asked: Arc<AtomicBool>) {
     use http_body_util::Full;
     let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        asked.store(true, Ordering::Relaxed);
         let scrape = scrape.clone();
         async move {
             let response = if request.uri().path() == "/metrics" {
@@ -410,7 +431,7 @@ async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape) {
     });
     let served = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        .header_read_timeout(HEAD_TIMEOUT)
         // One scrape per connection is what Prometheus needs; a held connection holds a slot.
         .keep_alive(false)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)

@@ -108,16 +108,15 @@ impl Live {
     }
 }
 
-/// Reloads on every `SIGHUP` until the task is dropped, telling systemd around each.
-pub async fn on_sighup(mut live: Live, reloader: Reloader, status: Arc<dyn Fn() -> String + Send + Sync>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(hangups) => hangups,
-        Err(error) => {
-            tracing::warn!(%error, "cannot watch for SIGHUP: the config cannot be reloaded");
-            return;
-        }
-    };
+/// Reloads on every `SIGHUP` `hangups` receives until the task is dropped, telling systemd
+/// around each. The stream is made by the caller before the daemon says READY=1, so that a
+/// reload asked for at once finds its handler (see [`crate::run::run_on`]).
+pub async fn on_sighup(
+    mut live: Live,
+    reloader: Reloader,
+    mut hangups: tokio::signal::unix::Signal,
+    status: Arc<dyn Fn() -> String + Send + Sync>,
+) {
     while hangups.recv().await.is_some() {
         crate::systemd::notify("RELOADING=1\nSTATUS=reloading the config");
         match live.reload(&reloader) {

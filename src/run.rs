@@ -110,6 +110,16 @@ pub async fn run_on(
     reloader: Option<Reloader>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    // SIGHUP's handler is installed first, before anything is served and READY=1 sent: a
+    // `systemctl reload` at once must reload, not meet SIGHUP's default action (death).
+    let reloader =
+        reloader.and_then(|reloader| match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hangups) => Some((reloader, hangups)),
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch for SIGHUP: the config cannot be reloaded");
+                None
+            }
+        });
     let (memory, runtime_socket) = match &config.backend {
         Endpoint::Memory => {
             let (memory, socket) = MemoryBackend::start(config.backend_version.unwrap_or(CriVersion::V1)).await?;
@@ -207,10 +217,10 @@ pub async fn run_on(
             let every = watchdog.unwrap_or(STATUS_EVERY);
             tokio::spawn(crate::systemd::supervise(every, watchdog.is_some(), heartbeat, healthy, move || status()))
         });
-        let reloads = reloader.map(|reloader| {
+        let reloads = reloader.map(|(reloader, hangups)| {
             let live =
                 Live { config: config.clone(), policy: policy.clone(), runtime: runtime.clone(), image: image.clone() };
-            tokio::spawn(crate::reload::on_sighup(live, reloader, status.clone()))
+            tokio::spawn(crate::reload::on_sighup(live, reloader, hangups, status.clone()))
         });
         let shutdown = async {
             shutdown.await;
