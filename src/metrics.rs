@@ -112,6 +112,7 @@ pub struct Metrics {
     conversions: HistogramFamily<DirectionLabels>,
     losses: Family<LossLabels, Counter>,
     inflight: Gauge,
+    buffered: Gauge,
     refused: Family<LimitLabels, Counter>,
     // Read from the backends and callers when scraped.
     backend_info: Family<BackendLabels, Gauge>,
@@ -151,6 +152,12 @@ impl Metrics {
         );
         let inflight = Gauge::default();
         registry.register("inflight_calls", "Calls being served now", inflight.clone());
+        let buffered = Gauge::default();
+        registry.register(
+            "buffered_bytes",
+            "Bytes held for clients beyond each connection's first 64 KiB (bounded by limits.buffer_mib)",
+            buffered.clone(),
+        );
         let refused = Family::default();
         registry.register(
             "connections_refused",
@@ -184,6 +191,7 @@ impl Metrics {
             conversions,
             losses,
             inflight,
+            buffered,
             refused,
             backend_info,
             backend_up,
@@ -238,7 +246,13 @@ impl Metrics {
     }
 
     /// The text a scrape answers: the counters, and the backends and callers as they are now.
-    pub fn render(&self, backends: &[Arc<Backend>], callers: &Callers) -> String {
+    pub fn render(
+        &self,
+        backends: &[Arc<Backend>],
+        callers: &Callers,
+        budget: &crate::relay::budget::Budget,
+    ) -> String {
+        self.buffered.set(i64::try_from(budget.held()).unwrap_or(i64::MAX));
         self.backend_info.clear();
         for backend in backends {
             let endpoint = EndpointLabels { endpoint: backend.endpoint.clone() };
@@ -325,6 +339,7 @@ pub struct Scrape {
     pub metrics: Arc<Metrics>,
     pub backends: Vec<Arc<Backend>>,
     pub callers: Arc<Callers>,
+    pub budget: crate::relay::budget::Budget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -417,7 +432,7 @@ async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape, asked: Arc<AtomicBool>)
         let scrape = scrape.clone();
         async move {
             let response = if request.uri().path() == "/metrics" {
-                let text = scrape.metrics.render(&scrape.backends, &scrape.callers);
+                let text = scrape.metrics.render(&scrape.backends, &scrape.callers, &scrape.budget);
                 http::Response::builder()
                     .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
                     .body(Full::new(bytes::Bytes::from(text)))

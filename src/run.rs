@@ -138,6 +138,8 @@ pub async fn run_on(
     }
     let metrics = Arc::new(Metrics::new());
     let callers = Arc::new(Callers::default());
+    let budget =
+        crate::relay::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);
     let policy = Arc::new(LossPolicy::counted(config.loss_policy.clone(), metrics.clone()));
     // Bound before the CRI socket, so a bad metrics.listen stops the start before READY.
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -149,6 +151,7 @@ pub async fn run_on(
                     metrics: metrics.clone(),
                     backends: backends_of(&runtime, &image),
                     callers: callers.clone(),
+                    budget: budget.clone(),
                 };
                 Some(tokio::spawn(endpoint.serve(scrape, async {
                     let _ = metrics_stopped.await;
@@ -193,6 +196,7 @@ pub async fn run_on(
             &config,
             metrics.clone(),
             callers.clone(),
+            budget.clone(),
         ));
         // The runtime may still be away: it is found in the background, calls meanwhile are
         // answered UNAVAILABLE naming it, and systemd's status says so until it answers.

@@ -60,7 +60,7 @@ async fn under_every_abuse_at_once_well_behaved_calls_succeed_and_memory_stays_b
         task.await.unwrap();
     }
     abusers.stop();
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     eprintln!(
         "isolation: {} well-behaved calls, {} failed; p50 {:?}, p99 {:?}, max {:?}; RSS {rss} KiB -> peak {peak} KiB (+{} MiB)",
         seen.latencies.len(),

@@ -96,6 +96,7 @@ impl Forwarder {
         config: &Config,
         metrics: Arc<Metrics>,
         callers: Arc<Callers>,
+        budget: Budget,
     ) -> Forwarder {
         let served = &config.versions;
         let mut methods = HashMap::new();
@@ -116,7 +117,7 @@ impl Forwarder {
             max_message_size: config.max_message_size,
             request_timeout: config.limits.request_timeout,
             stalled_caller: config.limits.stalled_caller,
-            budget: Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes),
+            budget,
             offload: offload::Offload::new(config.limits.conversion_threads),
             metrics,
             control,

@@ -77,13 +77,15 @@ impl Daemon {
             .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
             .spawn()
             .unwrap();
+        // Held from here, so that it is killed and waited for however the start goes.
+        let daemon = Daemon { child, socket, dir, runtime: Some(stop) };
         for _ in 0..500 {
-            if tokio::net::UnixStream::connect(&socket).await.is_ok() {
-                return Daemon { child, socket, dir, runtime: Some(stop) };
+            if tokio::net::UnixStream::connect(&daemon.socket).await.is_ok() {
+                return daemon;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("cri-bridge did not listen: {}", std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default());
+        panic!("cri-bridge did not listen: {}", daemon.log());
     }
 
     pub fn fds(&self) -> usize {
