@@ -12,6 +12,7 @@ mod h2_frames;
 use common::Pair;
 use cri_bridge::CriVersion;
 use h2_frames::*;
+use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -57,7 +58,11 @@ struct Raw {
 
 impl Raw {
     async fn connect(pair: &Pair) -> Raw {
-        let mut socket = UnixStream::connect(&pair.bridge.socket).await.unwrap();
+        Raw::connect_to(&pair.bridge.socket).await
+    }
+
+    async fn connect_to(socket: &Path) -> Raw {
+        let mut socket = UnixStream::connect(socket).await.unwrap();
         socket.write_all(PREFACE).await.unwrap();
         socket.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
         Raw {
@@ -289,7 +294,6 @@ async fn padded_prioritised_and_continued_header_blocks_are_served() {
 #[tokio::test]
 async fn malformed_header_frames_end_in_protocol_errors_and_the_bridge_serves_on() {
     let pair = Pair::start("authority-bad", &[CriVersion::V1], None).await;
-    const PROTOCOL_ERROR: u32 = 0x1;
 
     // CONTINUATION with no HEADERS before it.
     let mut raw = Raw::connect(&pair).await;
@@ -496,4 +500,57 @@ async fn a_header_list_over_one_mib_is_refused_and_calls_beside_it_are_served() 
         reply.reset,
         reply.goaway
     );
+}
+
+const PING: u8 = 0x6;
+const PROTOCOL_ERROR: u32 = 0x1;
+
+/// Sends `count` PINGs on `socket` while reading what comes back, then closes its side; the
+/// bytes the server sent back before the connection ended.
+async fn flood_of_pings(socket: UnixStream, count: usize) -> usize {
+    let (mut read, mut write) = socket.into_split();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while let Ok(n) = read.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    let batch: Vec<u8> = std::iter::repeat_n(frame(PING, 0, 0, &[7; 8]), 1000).flatten().collect();
+    for _ in 0..count / 1000 {
+        if write.write_all(&batch).await.is_err() {
+            break;
+        }
+    }
+    drop(write);
+    tokio::time::timeout(Duration::from_secs(10), reader).await.expect("the server ends the connection").unwrap()
+}
+
+#[tokio::test]
+async fn a_self_dependent_headers_frame_leaves_mending_and_the_control_frame_limit_in_place() {
+    // h2 resets a stream whose HEADERS names the stream itself as its dependency (RFC 9113
+    // §5.3.1) without decoding the header block. The front door must leave that block unread as
+    // well: here it is one no decoder accepts, on which the front door used to give up and pass
+    // the rest of the connection unread, neither mending authorities nor counting PINGs.
+    let pair = Pair::start("authority-selfdep", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let stream = raw.stream();
+    let mut payload = stream.to_be_bytes().to_vec();
+    payload.push(15);
+    payload.extend([0x80 | 0x7f, 0x7f]);
+    raw.send(&frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY, stream, &payload)).await;
+    assert_eq!(raw.read_until_end(stream).await.reset, Some(PROTOCOL_ERROR), "h2 resets the stream");
+
+    let head = request_head(&version_path(CriVersion::V1), Some("/run/containerd/containerd.sock"));
+    let block = raw.encode(&borrowed(&head));
+    raw.call(&block, &[]).await.assert_ok("a socket path authority after the self-dependent HEADERS");
+
+    // Twice front_door::MAX_CONTROL_FRAMES: cut off after the first 10,000, not answered 20,000
+    // times (a PING ack is 17 bytes).
+    let answered = flood_of_pings(raw.socket, 20_000).await;
+    assert!(answered < 20_000 * 17, "the server answered {answered} bytes of PING acks");
 }

@@ -37,9 +37,15 @@
 //!   same sizes and evict alike. 0.4 µs a request in `benches/front_door.rs`; in the A/B, within
 //!   its noise (−10 to +8 µs at the median, 0.6 µs faster on average).
 //!
-//! Anything this reader cannot make sense of (a wrong preface, a malformed frame sequence, an
-//! HPACK error, an oversized block) is handed to the server unchanged, from then on for the whole
-//! connection, so the server answers it with the error the protocol prescribes.
+//! Anything this reader cannot make sense of (a malformed frame sequence, an HPACK error, an
+//! oversized frame) is handed to the server unchanged, so the server answers it with the error the
+//! protocol prescribes, and from then on header blocks pass unmended. Frames are still read one by
+//! one in that mode, so the limits on them hold for the whole connection; bytes that do not begin
+//! with the HTTP/2 preface have no frames to count, and end the connection at once.
+//!
+//! The table copy follows what the server decodes, not what the client sent: a HEADERS frame whose
+//! priority names its own stream is reset by h2 before its block is decoded (its entries never
+//! reach the server's table), so it passes unread here too.
 
 /// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
 pub mod header_block;
@@ -88,8 +94,11 @@ pub struct FrontDoor<S> {
     /// How many bytes at the head of the stream pass through unchanged before the next frame.
     passthrough: usize,
     preface_checked: bool,
-    /// Set when the client's bytes stopped making sense: everything from here on passes unchanged.
+    /// Set when a header block could not be read as the server reads it: from here on header
+    /// blocks pass as they came. Frames are still parsed, for the limits on them.
     verbatim: bool,
+    /// Set when the client closed its side.
+    eof: bool,
     /// A header block being gathered over HEADERS and CONTINUATION frames.
     block: Option<Block>,
     /// The client's header table as the server will hold it.
@@ -101,8 +110,18 @@ pub struct FrontDoor<S> {
     /// SETTINGS and PING frames since `control_since`.
     control_frames: u32,
     control_since: Option<std::time::Instant>,
-    /// Set when the client sent more than [`MAX_CONTROL_FRAMES`]: the connection ends.
-    flooded: bool,
+    /// Set when the connection must end: every read fails with it from then on.
+    refused: Option<Refused>,
+}
+
+/// Why the front door ended a client's connection: the error its reads fail with (inside an
+/// [`io::Error`] of kind `InvalidData`), which the HTTP/2 server ends the connection for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("a client's first bytes are not an HTTP/2 connection preface")]
+    NotHttp2,
+    #[error("a client sent {MAX_CONTROL_FRAMES} SETTINGS and PING frames within {CONTROL_WINDOW:?}")]
+    ControlFlood,
 }
 
 struct Block {
@@ -124,17 +143,18 @@ impl<S> FrontDoor<S> {
             passthrough: 0,
             preface_checked: false,
             verbatim: false,
+            eof: false,
             block: None,
             blocks: HeaderBlocks::default(),
             encoded: Vec::new(),
             reported: false,
             control_frames: 0,
             control_since: None,
-            flooded: false,
+            refused: None,
         }
     }
 
-    /// Counts a SETTINGS or PING frame; sets `flooded` past the budget.
+    /// Counts a SETTINGS or PING frame; refuses the connection past the budget.
     fn count_control_frame(&mut self) {
         // The clock is read at a window's first frame and once per budget's worth, not per frame.
         if self.control_since.is_none() {
@@ -146,12 +166,7 @@ impl<S> FrontDoor<S> {
         }
         let now = std::time::Instant::now();
         match self.control_since {
-            Some(since) if now.duration_since(since) < CONTROL_WINDOW => {
-                tracing::warn!(
-                    "a client sent {MAX_CONTROL_FRAMES} SETTINGS and PING frames within {CONTROL_WINDOW:?}: closing its connection"
-                );
-                self.flooded = true;
-            }
+            Some(since) if now.duration_since(since) < CONTROL_WINDOW => self.refuse(Refused::ControlFlood),
             _ => {
                 self.control_since = Some(now);
                 self.control_frames = 0;
@@ -164,7 +179,8 @@ impl<S> FrontDoor<S> {
         if !self.preface_checked {
             let seen = self.input.len().min(PREFACE.len());
             if self.input[..seen] != PREFACE[..seen] {
-                self.give_up();
+                // No frames to count in what follows: the server gets none of it.
+                self.refused = Some(Refused::NotHttp2);
                 return true;
             }
             if seen < PREFACE.len() {
@@ -182,21 +198,25 @@ impl<S> FrontDoor<S> {
         let (kind, flags) = (head[3], head[4]);
         let stream_id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let is_header_frame = kind == HEADERS || kind == CONTINUATION;
+        // Counted in every mode: a frame passes on only once its header has been read here.
         if (kind == SETTINGS || kind == PING) && flags & ACK == 0 {
             self.count_control_frame();
-        }
-        if !is_header_frame {
-            if self.block.is_some() {
-                // Only CONTINUATION may follow an unfinished header block.
-                self.give_up();
-            } else {
-                self.passthrough = FRAME_HEADER_LEN + length;
+            if self.refused.is_some() {
+                return true;
             }
+        }
+        if !is_header_frame || self.verbatim {
+            if self.block.is_some() {
+                // Only CONTINUATION may follow an unfinished header block: the server answers that.
+                self.give_up();
+            }
+            self.passthrough = FRAME_HEADER_LEN + length;
             return true;
         }
         let gathered = self.block.as_ref().map_or(0, |b| b.original.len());
         if length > MAX_FRAME_SIZE || gathered + length > MAX_BLOCK {
             self.give_up();
+            self.passthrough = FRAME_HEADER_LEN + length;
             return true;
         }
         if self.input.len() < FRAME_HEADER_LEN + length {
@@ -217,6 +237,12 @@ impl<S> FrontDoor<S> {
         if kind == HEADERS {
             if self.block.is_some() {
                 return Err(frame);
+            }
+            if self_dependent(flags, stream_id, &frame[FRAME_HEADER_LEN..]) {
+                // h2 resets such a stream without decoding its block, so the server's table does
+                // not take the block's entries: neither does our copy of it.
+                self.output.extend_from_slice(&frame);
+                return Ok(());
             }
             self.block = Some(new_block(flags, stream_id, frame)?);
         } else {
@@ -286,7 +312,16 @@ impl<S> FrontDoor<S> {
         }
     }
 
-    /// From here on the server gets the client's bytes unchanged, starting with any block that
+    /// Ends the connection: its reads fail from now on.
+    fn refuse(&mut self, why: Refused) {
+        match why {
+            Refused::NotHttp2 => tracing::debug!("{why}: closing its connection"),
+            _ => tracing::warn!("{why}: closing its connection"),
+        }
+        self.refused = Some(why);
+    }
+
+    /// From here on the server gets header blocks as they came, starting with any block that
     /// was being gathered.
     fn give_up(&mut self) {
         if let Some(block) = self.block.take() {
@@ -294,6 +329,18 @@ impl<S> FrontDoor<S> {
         }
         self.verbatim = true;
     }
+}
+
+/// Whether a HEADERS frame's priority names its own stream (RFC 9113 §5.3.1), as h2 reads it:
+/// after the pad length, before the padding is checked.
+fn self_dependent(flags: u8, stream_id: u32, payload: &[u8]) -> bool {
+    if flags & PRIORITY == 0 {
+        return false;
+    }
+    let start = usize::from(flags & PADDED != 0);
+    payload
+        .get(start..start + 5)
+        .is_some_and(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff == stream_id)
 }
 
 /// The block a HEADERS frame starts; gives the frame back when its padding or priority does not
@@ -340,27 +387,22 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrontDoor<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         loop {
-            if this.flooded {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "too many SETTINGS and PING frames",
-                )));
+            if let Some(why) = this.refused {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why)));
             }
             if !this.output.is_empty() {
                 hand_on(&mut this.output, usize::MAX, buf);
                 return Poll::Ready(Ok(()));
             }
-            if this.verbatim {
-                if !this.input.is_empty() {
-                    hand_on(&mut this.input, usize::MAX, buf);
-                    return Poll::Ready(Ok(()));
-                }
-                return Pin::new(&mut this.inner).poll_read(cx, buf);
-            }
             if this.passthrough > 0 && !this.input.is_empty() {
                 let before = buf.filled().len();
                 hand_on(&mut this.input, this.passthrough, buf);
                 this.passthrough -= buf.filled().len() - before;
+                return Poll::Ready(Ok(()));
+            }
+            if this.eof {
+                // A truncated frame goes to the server as it is, then the end.
+                hand_on(&mut this.input, usize::MAX, buf);
                 return Poll::Ready(Ok(()));
             }
             if this.passthrough == 0 && this.parse() {
@@ -370,11 +412,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrontDoor<S> {
             this.input.reserve(READ_CHUNK);
             let n = std::task::ready!(tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.input))?;
             if n == 0 {
-                // End of stream: whatever is left (a truncated frame) goes to the server as is.
+                this.eof = true;
                 this.give_up();
-                if this.input.is_empty() && this.output.is_empty() {
-                    return Poll::Ready(Ok(()));
-                }
             }
         }
     }
@@ -403,5 +442,61 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FrontDoor<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        put_frame_header(&mut out, payload.len(), kind, flags, stream_id);
+        out.put_slice(payload);
+        out.to_vec()
+    }
+
+    /// What the door hands on from `bytes`, written by a client on a real socket that then
+    /// closes, and how the reading ended.
+    async fn through_socket(bytes: Vec<u8>) -> (Vec<u8>, io::Result<()>) {
+        let (mut client, server) = tokio::net::UnixStream::pair().unwrap();
+        // A client cut off early gets an error here; what the door did is the result below.
+        tokio::spawn(async move { client.write_all(&bytes).await });
+        let mut door = FrontDoor::new(server);
+        let mut out = Vec::new();
+        let mut buf = vec![0; 64 << 10];
+        let end = loop {
+            match door.read(&mut buf).await {
+                Ok(0) => break Ok(()),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(error) => break Err(error),
+            }
+        };
+        (out, end)
+    }
+
+    fn assert_ended(end: io::Result<()>, why: &str) {
+        let error = end.expect_err("the connection ends");
+        assert!(error.to_string().contains(why), "ended with {error:?}, expected {why:?}");
+    }
+
+    #[tokio::test]
+    async fn control_frames_are_counted_after_a_block_the_door_cannot_read() {
+        // An index beyond both tables: the door stops mending, and must still count.
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(HEADERS, END_HEADERS, 1, &[0x80 | 0x7f, 0x7f]));
+        for _ in 0..MAX_CONTROL_FRAMES {
+            bytes.extend(frame(PING, 0, 0, &[0; 8]));
+        }
+        let (_, end) = through_socket(bytes).await;
+        assert_ended(end, "SETTINGS and PING");
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_not_http2_are_not_handed_on() {
+        let (out, end) = through_socket(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()).await;
+        assert_ended(end, "not an HTTP/2 connection");
+        assert!(out.is_empty(), "{out:?}");
     }
 }
