@@ -4,16 +4,20 @@
 //! each answered by the in-memory runtime through cri-bridge on every version. Real grpc-go and
 //! grpc C-core clients are in `tests/real_clients.rs`; this file shows exact bytes no client
 //! library lets a test choose, and that malformed ones end in the protocol's errors, not a hang.
+//! Header blocks past the front door's limits (size, time) are shown on the binary, by its memory.
 
 mod common;
 #[path = "support/h2_frames.rs"]
 mod h2_frames;
 
-use common::Pair;
+use common::process::{wait_for_listener, Reaped};
+use common::{Pair, TempDir};
+use cri_bridge::front_door::{BLOCK_TIMEOUT, MAX_BLOCK};
 use cri_bridge::CriVersion;
 use h2_frames::*;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
@@ -553,4 +557,172 @@ async fn a_self_dependent_headers_frame_leaves_mending_and_the_control_frame_lim
     // times (a PING ack is 17 bytes).
     let answered = flood_of_pings(raw.socket, 20_000).await;
     assert!(answered < 20_000 * 17, "the server answered {answered} bytes of PING acks");
+}
+
+/// The cri-bridge binary with its in-memory runtime: what only a process shows (its memory).
+struct Daemon {
+    child: Reaped,
+    socket: PathBuf,
+    dir: TempDir,
+}
+
+impl Daemon {
+    async fn start(name: &str) -> Daemon {
+        let dir = TempDir::new(name);
+        let socket = dir.path("bridge.sock");
+        let file = dir.path("config.yaml");
+        std::fs::write(&file, format!("listen:\n  path: {}\nlog:\n  level: info\n", socket.display())).unwrap();
+        let mut child = Reaped(
+            std::process::Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
+                .args(["serve", "--config"])
+                .arg(&file)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(dir.path("stderr.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for_listener(&mut child, &socket).await;
+        let daemon = Daemon { child, socket, dir };
+        // One call first, so that the baseline is the daemon's steady state.
+        let mut raw = Raw::connect_to(&daemon.socket).await;
+        let head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+        let block = raw.encode(&borrowed(&head));
+        raw.call(&block, &[]).await.assert_ok("the first call");
+        daemon
+    }
+
+    /// A `/proc/<pid>/status` field in KiB.
+    fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Starts VmHWM (the peak RSS) over from the current RSS.
+    fn reset_peak(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").expect("VmHWM reset");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path("stderr.log")).unwrap_or_default()
+    }
+}
+
+/// A header block of `frames` 16 KiB frames (HEADERS, then CONTINUATIONs) none of which ends
+/// it: one literal field whose value runs through all of them and on past the last.
+fn unfinished_block(frames: usize) -> Vec<u8> {
+    let size = frames * 16_384;
+    let mut block = vec![0x00];
+    block.extend(hpack_str("x-big"));
+    block.extend(hpack_int(0x00, 7, size));
+    block.resize(size, b'v');
+    let mut out = Vec::with_capacity(size + 9 * frames);
+    for (i, chunk) in block.chunks(16_384).enumerate() {
+        out.extend(frame(if i == 0 { HEADERS } else { CONTINUATION }, 0, 1, chunk));
+    }
+    out
+}
+
+/// Memory and closing times of `connections` clients that each send `frames` (the preface and
+/// SETTINGS first) and then nothing, against a daemon.
+struct Stalled {
+    rss_before: u64,
+    peak: u64,
+    rss_after: u64,
+    /// Per connection, how long after its last byte the server closed it (`None`: open after `wait`).
+    closed_after: Vec<Option<Duration>>,
+}
+
+impl Stalled {
+    async fn run(daemon: &Daemon, connections: usize, frames: Arc<Vec<u8>>, wait: Duration) -> Stalled {
+        daemon.reset_peak();
+        let rss_before = daemon.status_kib("VmRSS:");
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..connections {
+            let socket = UnixStream::connect(&daemon.socket).await.unwrap();
+            let frames = frames.clone();
+            tasks.spawn(async move {
+                let (mut read, mut write) = socket.into_split();
+                let closed = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 << 10];
+                    while let Ok(n) = read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                });
+                let mut hello = PREFACE.to_vec();
+                hello.extend(frame(SETTINGS, 0, 0, &[]));
+                let _ = write.write_all(&hello).await;
+                // Cut short if the server closes first.
+                let _ = write.write_all(&frames).await;
+                let stalled = Instant::now();
+                let closed = tokio::time::timeout(wait, closed).await.ok().map(|_| stalled.elapsed());
+                drop(write);
+                closed
+            });
+        }
+        let closed_after = tasks.join_all().await;
+        Stalled { rss_before, peak: daemon.status_kib("VmHWM:"), rss_after: daemon.status_kib("VmRSS:"), closed_after }
+    }
+
+    fn peak_growth(&self) -> u64 {
+        self.peak.saturating_sub(self.rss_before)
+    }
+
+    fn growth_after(&self) -> u64 {
+        self.rss_after.saturating_sub(self.rss_before)
+    }
+
+    fn report(&self, what: &str) -> String {
+        let closed: Vec<Duration> = self.closed_after.iter().flatten().copied().collect();
+        format!(
+            "{what}: RSS {} MiB before, peak +{} MiB, +{} MiB once they were closed; {} of {} closed, {:?} to {:?} after their last byte",
+            self.rss_before >> 10,
+            self.peak_growth() >> 10,
+            self.growth_after() >> 10,
+            closed.len(),
+            self.closed_after.len(),
+            closed.iter().min(),
+            closed.iter().max(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn header_blocks_left_unfinished_are_held_once_and_closed_after_the_block_timeout() {
+    // 100 connections each send a header block up to the largest the front door gathers, and
+    // stop there.
+    let frames = MAX_BLOCK / (9 + 16_384);
+    assert_eq!(frames, 64);
+    let daemon = Daemon::start("door-stalled").await;
+    let wait = BLOCK_TIMEOUT + Duration::from_secs(5);
+    let stalled = Stalled::run(&daemon, 100, Arc::new(unfinished_block(frames)), wait).await;
+    let report = stalled.report("100 connections stalled in a 1 MiB header block");
+    eprintln!("{report}");
+    // Held once: 1 MiB each and room for the allocator; a second copy is 2 MiB each. h2 alone
+    // holds as much of such a block (its undecoded rest, up to 80 CONTINUATIONs), and longer.
+    assert!(stalled.peak_growth() < 150 << 10, "{report}");
+    // Closed by the block timeout (from the block's first frame), not kept until keepalive
+    // gives up on them (80 s), and all of it let go.
+    assert!(stalled.closed_after.iter().all(Option::is_some), "{report}");
+    assert!(stalled.growth_after() < 64 << 10, "{report}");
+    assert!(daemon.log().matches("left a header block unfinished").count() >= 100, "{}", daemon.log());
+}
+
+#[tokio::test]
+async fn a_header_block_past_the_limit_ends_its_connection_instead_of_being_gathered() {
+    // The review's case: HEADERS and 126 CONTINUATION frames of 16 KiB, 2 MiB with no end,
+    // on 100 connections. h2 itself takes at most 80 CONTINUATIONs in a block.
+    let daemon = Daemon::start("door-oversized").await;
+    let wait = BLOCK_TIMEOUT + Duration::from_secs(5);
+    let stalled = Stalled::run(&daemon, 100, Arc::new(unfinished_block(127)), wait).await;
+    let report = stalled.report("100 connections sending a 2 MiB header block");
+    eprintln!("{report}");
+    // At most MAX_BLOCK each while it lasts, then nothing.
+    assert!(stalled.peak_growth() < 150 << 10, "{report}");
+    assert!(stalled.closed_after.iter().all(Option::is_some), "{report}");
+    assert!(stalled.growth_after() < 64 << 10, "{report}");
+    // Ended at the limit, not by the block timeout.
+    assert!(daemon.log().matches("a header block larger than").count() >= 100, "{}", daemon.log());
 }
