@@ -4,15 +4,20 @@
 //! each answered by the in-memory runtime through cri-bridge on every version. Real grpc-go and
 //! grpc C-core clients are in `tests/real_clients.rs`; this file shows exact bytes no client
 //! library lets a test choose, and that malformed ones end in the protocol's errors, not a hang.
+//! Header blocks past the front door's limits (size, time) are shown on the binary, by its memory.
 
 mod common;
 #[path = "support/h2_frames.rs"]
 mod h2_frames;
 
-use common::Pair;
+use common::process::{wait_for_listener, Reaped};
+use common::{Pair, TempDir};
+use cri_bridge::front_door::{BLOCK_TIMEOUT, MAX_BLOCK};
 use cri_bridge::CriVersion;
 use h2_frames::*;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
@@ -57,7 +62,11 @@ struct Raw {
 
 impl Raw {
     async fn connect(pair: &Pair) -> Raw {
-        let mut socket = UnixStream::connect(&pair.bridge.socket).await.unwrap();
+        Raw::connect_to(&pair.bridge.socket).await
+    }
+
+    async fn connect_to(socket: &Path) -> Raw {
+        let mut socket = UnixStream::connect(socket).await.unwrap();
         socket.write_all(PREFACE).await.unwrap();
         socket.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
         Raw {
@@ -289,7 +298,6 @@ async fn padded_prioritised_and_continued_header_blocks_are_served() {
 #[tokio::test]
 async fn malformed_header_frames_end_in_protocol_errors_and_the_bridge_serves_on() {
     let pair = Pair::start("authority-bad", &[CriVersion::V1], None).await;
-    const PROTOCOL_ERROR: u32 = 0x1;
 
     // CONTINUATION with no HEADERS before it.
     let mut raw = Raw::connect(&pair).await;
@@ -496,4 +504,225 @@ async fn a_header_list_over_one_mib_is_refused_and_calls_beside_it_are_served() 
         reply.reset,
         reply.goaway
     );
+}
+
+const PING: u8 = 0x6;
+const PROTOCOL_ERROR: u32 = 0x1;
+
+/// Sends `count` PINGs on `socket` while reading what comes back, then closes its side; the
+/// bytes the server sent back before the connection ended.
+async fn flood_of_pings(socket: UnixStream, count: usize) -> usize {
+    let (mut read, mut write) = socket.into_split();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while let Ok(n) = read.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    let batch: Vec<u8> = std::iter::repeat_n(frame(PING, 0, 0, &[7; 8]), 1000).flatten().collect();
+    for _ in 0..count / 1000 {
+        if write.write_all(&batch).await.is_err() {
+            break;
+        }
+    }
+    drop(write);
+    tokio::time::timeout(Duration::from_secs(10), reader).await.expect("the server ends the connection").unwrap()
+}
+
+#[tokio::test]
+async fn a_self_dependent_headers_frame_leaves_mending_and_the_control_frame_limit_in_place() {
+    // h2 resets a stream whose HEADERS names the stream itself as its dependency (RFC 9113
+    // §5.3.1) without decoding the header block. The front door must leave that block unread as
+    // well: here it is one no decoder accepts, on which the front door used to give up and pass
+    // the rest of the connection unread, neither mending authorities nor counting PINGs.
+    let pair = Pair::start("authority-selfdep", &[CriVersion::V1], None).await;
+    let mut raw = Raw::connect(&pair).await;
+    let stream = raw.stream();
+    let mut payload = stream.to_be_bytes().to_vec();
+    payload.push(15);
+    payload.extend([0x80 | 0x7f, 0x7f]);
+    raw.send(&frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY, stream, &payload)).await;
+    assert_eq!(raw.read_until_end(stream).await.reset, Some(PROTOCOL_ERROR), "h2 resets the stream");
+
+    let head = request_head(&version_path(CriVersion::V1), Some("/run/containerd/containerd.sock"));
+    let block = raw.encode(&borrowed(&head));
+    raw.call(&block, &[]).await.assert_ok("a socket path authority after the self-dependent HEADERS");
+
+    // Twice front_door::MAX_CONTROL_FRAMES: cut off after the first 10,000, not answered 20,000
+    // times (a PING ack is 17 bytes).
+    let answered = flood_of_pings(raw.socket, 20_000).await;
+    assert!(answered < 20_000 * 17, "the server answered {answered} bytes of PING acks");
+}
+
+/// The cri-bridge binary with its in-memory runtime: what only a process shows (its memory).
+struct Daemon {
+    child: Reaped,
+    socket: PathBuf,
+    dir: TempDir,
+}
+
+impl Daemon {
+    async fn start(name: &str) -> Daemon {
+        let dir = TempDir::new(name);
+        let socket = dir.path("bridge.sock");
+        let file = dir.path("config.yaml");
+        std::fs::write(&file, format!("listen:\n  path: {}\nlog:\n  level: info\n", socket.display())).unwrap();
+        let mut child = Reaped(
+            std::process::Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
+                .args(["serve", "--config"])
+                .arg(&file)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(dir.path("stderr.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for_listener(&mut child, &socket).await;
+        let daemon = Daemon { child, socket, dir };
+        // One call first, so that the baseline is the daemon's steady state.
+        let mut raw = Raw::connect_to(&daemon.socket).await;
+        let head = request_head(&version_path(CriVersion::V1), Some("/tmp/x.sock"));
+        let block = raw.encode(&borrowed(&head));
+        raw.call(&block, &[]).await.assert_ok("the first call");
+        daemon
+    }
+
+    /// A `/proc/<pid>/status` field in KiB.
+    fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Starts VmHWM (the peak RSS) over from the current RSS.
+    fn reset_peak(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").expect("VmHWM reset");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path("stderr.log")).unwrap_or_default()
+    }
+}
+
+/// A header block of `frames` 16 KiB frames (HEADERS, then CONTINUATIONs) none of which ends
+/// it: one literal field whose value runs through all of them and on past the last.
+fn unfinished_block(frames: usize) -> Vec<u8> {
+    let size = frames * 16_384;
+    let mut block = vec![0x00];
+    block.extend(hpack_str("x-big"));
+    block.extend(hpack_int(0x00, 7, size));
+    block.resize(size, b'v');
+    let mut out = Vec::with_capacity(size + 9 * frames);
+    for (i, chunk) in block.chunks(16_384).enumerate() {
+        out.extend(frame(if i == 0 { HEADERS } else { CONTINUATION }, 0, 1, chunk));
+    }
+    out
+}
+
+/// Memory and closing times of `connections` clients that each send `frames` (the preface and
+/// SETTINGS first) and then nothing, against a daemon.
+struct Stalled {
+    rss_before: u64,
+    peak: u64,
+    rss_after: u64,
+    /// Per connection, how long after its last byte the server closed it (`None`: open after `wait`).
+    closed_after: Vec<Option<Duration>>,
+}
+
+impl Stalled {
+    async fn run(daemon: &Daemon, connections: usize, frames: Arc<Vec<u8>>, wait: Duration) -> Stalled {
+        daemon.reset_peak();
+        let rss_before = daemon.status_kib("VmRSS:");
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..connections {
+            let socket = UnixStream::connect(&daemon.socket).await.unwrap();
+            let frames = frames.clone();
+            tasks.spawn(async move {
+                let (mut read, mut write) = socket.into_split();
+                let closed = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 << 10];
+                    while let Ok(n) = read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                });
+                let mut hello = PREFACE.to_vec();
+                hello.extend(frame(SETTINGS, 0, 0, &[]));
+                let _ = write.write_all(&hello).await;
+                // Cut short if the server closes first.
+                let _ = write.write_all(&frames).await;
+                let stalled = Instant::now();
+                let closed = tokio::time::timeout(wait, closed).await.ok().map(|_| stalled.elapsed());
+                drop(write);
+                closed
+            });
+        }
+        let closed_after = tasks.join_all().await;
+        Stalled { rss_before, peak: daemon.status_kib("VmHWM:"), rss_after: daemon.status_kib("VmRSS:"), closed_after }
+    }
+
+    fn peak_growth(&self) -> u64 {
+        self.peak.saturating_sub(self.rss_before)
+    }
+
+    fn growth_after(&self) -> u64 {
+        self.rss_after.saturating_sub(self.rss_before)
+    }
+
+    fn report(&self, what: &str) -> String {
+        let closed: Vec<Duration> = self.closed_after.iter().flatten().copied().collect();
+        format!(
+            "{what}: RSS {} MiB before, peak +{} MiB, +{} MiB once they were closed; {} of {} closed, {:?} to {:?} after their last byte",
+            self.rss_before >> 10,
+            self.peak_growth() >> 10,
+            self.growth_after() >> 10,
+            closed.len(),
+            self.closed_after.len(),
+            closed.iter().min(),
+            closed.iter().max(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn header_blocks_left_unfinished_are_held_once_and_closed_after_the_block_timeout() {
+    // 100 connections each send a header block up to the largest the front door gathers, and
+    // stop there.
+    let frames = MAX_BLOCK / (9 + 16_384);
+    assert_eq!(frames, 64);
+    let daemon = Daemon::start("door-stalled").await;
+    let wait = BLOCK_TIMEOUT + Duration::from_secs(5);
+    let stalled = Stalled::run(&daemon, 100, Arc::new(unfinished_block(frames)), wait).await;
+    let report = stalled.report("100 connections stalled in a 1 MiB header block");
+    eprintln!("{report}");
+    // Held once: 1 MiB each and room for the allocator; a second copy is 2 MiB each. h2 alone
+    // holds as much of such a block (its undecoded rest, up to 80 CONTINUATIONs), and longer.
+    assert!(stalled.peak_growth() < 150 << 10, "{report}");
+    // Closed by the block timeout (from the block's first frame), not kept until keepalive
+    // gives up on them (80 s), and all of it let go.
+    assert!(stalled.closed_after.iter().all(Option::is_some), "{report}");
+    assert!(stalled.growth_after() < 64 << 10, "{report}");
+    assert!(daemon.log().matches("left a header block unfinished").count() >= 100, "{}", daemon.log());
+}
+
+#[tokio::test]
+async fn a_header_block_past_the_limit_ends_its_connection_instead_of_being_gathered() {
+    // The review's case: HEADERS and 126 CONTINUATION frames of 16 KiB, 2 MiB with no end,
+    // on 100 connections. h2 itself takes at most 80 CONTINUATIONs in a block.
+    let daemon = Daemon::start("door-oversized").await;
+    let wait = BLOCK_TIMEOUT + Duration::from_secs(5);
+    let stalled = Stalled::run(&daemon, 100, Arc::new(unfinished_block(127)), wait).await;
+    let report = stalled.report("100 connections sending a 2 MiB header block");
+    eprintln!("{report}");
+    // At most MAX_BLOCK each while it lasts, then nothing.
+    assert!(stalled.peak_growth() < 150 << 10, "{report}");
+    assert!(stalled.closed_after.iter().all(Option::is_some), "{report}");
+    assert!(stalled.growth_after() < 64 << 10, "{report}");
+    // Ended at the limit, not by the block timeout.
+    assert!(daemon.log().matches("a header block larger than").count() >= 100, "{}", daemon.log());
 }

@@ -8,15 +8,18 @@
 //! - as a reader over the bytes alone, `FrontDoor` hands on the same bytes however the socket
 //!   delivers them (read by read in the chosen sizes, or all at once), never needs more than
 //!   the socket has (no `Pending` from a reader that is never pending), and ends, failing only
-//!   for a flood of SETTINGS and PING frames (`MAX_CONTROL_FRAMES`);
-//! - bytes without the preface, or without any HEADERS or CONTINUATION frame, pass unchanged;
+//!   with a `Refused` the bytes can be: a flood of SETTINGS and PING frames (`MAX_CONTROL_FRAMES`)
+//!   or a header block past its limits;
+//! - bytes without any HEADERS or CONTINUATION frame pass unchanged (up to a flood);
+//! - bytes that do not begin with the preface are refused with nothing handed on (a beginning
+//!   of the preface passes as it is);
 //! - in front of `h2`'s server (configured as `relay::serve` configures it), over an in-memory
 //!   duplex on a current-thread runtime, with the client writing its bytes in the chosen sizes
 //!   and then closing: the connection ends, its requests answered, within a bounded number of
 //!   scheduler rounds (a hang is a failure), and nothing panics.
 
 use super::Choices;
-use cri_bridge::front_door::{FrontDoor, MAX_CONTROL_FRAMES, MAX_HEADER_LIST_SIZE};
+use cri_bridge::front_door::{FrontDoor, Refused, MAX_CONTINUATIONS, MAX_CONTROL_FRAMES, MAX_HEADER_LIST_SIZE};
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -56,8 +59,8 @@ impl AsyncRead for Trickle<'_> {
     }
 }
 
-/// Everything `FrontDoor` hands on from `data` read in `sizes`.
-fn read_through(data: &[u8], sizes: &[u8]) -> Vec<u8> {
+/// Everything `FrontDoor` hands on from `data` read in `sizes`, and why it refused the rest.
+fn read_through(data: &[u8], sizes: &[u8]) -> (Vec<u8>, Option<Refused>) {
     let mut door = FrontDoor::new(Trickle { data, sizes, turn: 0 });
     let mut cx = Context::from_waker(Waker::noop());
     let mut out = Vec::new();
@@ -66,11 +69,12 @@ fn read_through(data: &[u8], sizes: &[u8]) -> Vec<u8> {
     for _ in 0..(data.len() + 16) * 4 {
         let mut buf = ReadBuf::new(&mut chunk);
         match Pin::new(&mut door).poll_read(&mut cx, &mut buf) {
-            Poll::Ready(Ok(())) if buf.filled().is_empty() => return out,
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => return (out, None),
             Poll::Ready(Ok(())) => out.extend_from_slice(buf.filled()),
-            // A flood of SETTINGS and PING frames ends the connection; fewer bytes cannot be one.
-            Poll::Ready(Err(_)) if data.len() >= 9 * MAX_CONTROL_FRAMES as usize => return out,
-            Poll::Ready(Err(e)) => panic!("FrontDoor failed over a socket that cannot fail: {e}"),
+            Poll::Ready(Err(e)) => match e.get_ref().and_then(|e| e.downcast_ref::<Refused>()) {
+                Some(why) => return (out, Some(*why)),
+                None => panic!("FrontDoor failed over a socket that cannot fail: {e}"),
+            },
             Poll::Pending => panic!("FrontDoor is pending over a socket that never is"),
         }
     }
@@ -103,18 +107,32 @@ pub fn run(data: &[u8]) {
     }
     connection.extend_from_slice(rest);
 
-    let whole = read_through(&connection, &[]);
-    let trickled = read_through(&connection, &read_sizes);
+    let (whole, refused) = read_through(&connection, &[]);
+    let (trickled, trickled_refused) = read_through(&connection, &read_sizes);
     assert!(
-        whole == trickled,
+        whole == trickled && refused == trickled_refused,
         "FrontDoor hands on other bytes when the socket delivers them in reads of {read_sizes:?}"
     );
-    if !has_header_frame(&connection) {
-        assert!(whole == connection, "bytes without a header block were changed");
+    match refused {
+        None => {}
+        // Fewer bytes cannot be a flood, nor a block of too many frames.
+        Some(Refused::ControlFlood) => assert!(connection.len() >= 9 * MAX_CONTROL_FRAMES as usize, "{refused:?}"),
+        Some(Refused::TooManyContinuations) => {
+            assert!(connection.len() >= 9 * (MAX_CONTINUATIONS + 2), "{refused:?}")
+        }
+        Some(Refused::BlockTooLarge) => assert!(has_header_frame(&connection), "{refused:?}"),
+        // Not from bytes that begin with the preface, nor from a socket that is never pending.
+        Some(why @ (Refused::NotHttp2 | Refused::UnfinishedBlock)) => panic!("refused for {why:?}"),
     }
-    let raw = read_through(rest, &[]);
-    if !rest.starts_with(PREFACE) {
-        assert!(raw == rest, "bytes without the preface were changed");
+    if !has_header_frame(&connection) {
+        let passed = if refused.is_some() { connection.starts_with(&whole) } else { whole == connection };
+        assert!(passed, "bytes without a header block were changed");
+    }
+    let (raw, raw_refused) = read_through(rest, &[]);
+    if PREFACE.starts_with(rest) {
+        assert!(raw == rest && raw_refused.is_none(), "a beginning of the preface was changed");
+    } else if !rest.starts_with(PREFACE) {
+        assert!(raw.is_empty() && raw_refused == Some(Refused::NotHttp2), "bytes without the preface were handed on");
     }
 
     serve(&connection, &write_sizes);
@@ -122,7 +140,8 @@ pub fn run(data: &[u8]) {
 
 thread_local! {
     static RUNTIME: tokio::runtime::Runtime =
-        tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
+        // With the timer: the front door sets one when the socket is pending inside a header block.
+        tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a current-thread runtime");
 }
 
 /// The client writes `connection` in `sizes` and closes; the h2 server behind `FrontDoor`

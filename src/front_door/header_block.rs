@@ -106,6 +106,8 @@ const EMPTY_AUTHORITY: usize = 1;
 const DEFAULT_TABLE_SIZE: usize = 4096;
 /// A header field's size in the table is its name, its value and this (§4.1).
 const ENTRY_OVERHEAD: usize = 32;
+/// Huffman decoding room kept from one block for the next; a larger value's is let go.
+const KEEP_SCRATCH: usize = 16 * 1024;
 
 /// The connection's dynamic table as names and sizes, and the buffers one block needs.
 pub struct HeaderBlocks {
@@ -143,6 +145,15 @@ impl HeaderBlocks {
     /// Reads `block` (a whole header block), updating the table as the server will; writes the
     /// mended block to `out` when it needs one.
     pub fn mend(&mut self, block: &[u8], out: &mut Vec<u8>) -> Result<Mended, Malformed> {
+        let mended = self.read(block, out);
+        // A large value's decoding room is not kept for the blocks after it.
+        if self.scratch.capacity() > KEEP_SCRATCH {
+            self.scratch = Vec::new();
+        }
+        mended
+    }
+
+    fn read(&mut self, block: &[u8], out: &mut Vec<u8>) -> Result<Mended, Malformed> {
         out.clear();
         let mut changed = false;
         let mut seen = Seen::default();
