@@ -64,6 +64,7 @@
 /// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
 pub mod header_block;
 
+use crate::relay::budget::Charge;
 use bytes::{Buf, BufMut, BytesMut};
 use header_block::{HeaderBlocks, Mended};
 use std::borrow::Cow;
@@ -157,6 +158,8 @@ pub struct FrontDoor<S> {
     control_since: Option<std::time::Instant>,
     /// Set when the connection must end: every read fails with it from then on.
     refused: Option<Refused>,
+    /// What the unfinished block holds of the connection's memory bound, when there is one.
+    held: Option<Charge>,
 }
 
 /// Why the front door ended a client's connection: the error its reads fail with (inside an
@@ -173,6 +176,11 @@ pub enum Refused {
     TooManyContinuations,
     #[error("a client left a header block unfinished for {BLOCK_TIMEOUT:?}")]
     UnfinishedBlock,
+    #[error(
+        "a client's header block found no room in the memory held for clients (limits.buffer_per_connection_mib, \
+         limits.buffer_mib)"
+    )]
+    NoRoom,
 }
 
 /// A header block whose HEADERS frame has come and whose END_HEADERS has not.
@@ -238,7 +246,14 @@ impl<S> FrontDoor<S> {
             control_frames: 0,
             control_since: None,
             refused: None,
+            held: None,
         }
+    }
+
+    /// Holds unfinished header blocks within `charge`'s connection bound (see `relay::budget`).
+    pub fn with_budget(mut self, charge: Charge) -> Self {
+        self.held = Some(charge);
+        self
     }
 
     /// Counts a SETTINGS or PING frame; refuses the connection past the budget.
@@ -323,6 +338,15 @@ impl<S> FrontDoor<S> {
         if kind != HEADERS && kind != CONTINUATION {
             self.passthrough = frame_len;
             return true;
+        }
+        // A frame of a block that goes on is held (here, or by the server when verbatim) until
+        // the block ends: within the connection's memory bound, or the connection ends.
+        let unfinished = self.block.is_some() || flags & END_HEADERS == 0;
+        if let (true, Some(held)) = (unfinished, self.held.as_mut()) {
+            if !held.try_grow(frame_len) {
+                self.refuse(Refused::NoRoom);
+                return true;
+            }
         }
         if self.verbatim || length > MAX_FRAME_SIZE {
             // Passed on as it comes (an oversized one for the server to refuse), and the block
@@ -462,6 +486,7 @@ impl<S> FrontDoor<S> {
         self.refused = Some(why);
         self.block = None;
         self.block_timer = None;
+        self.held = None;
     }
 
     /// From here on the server gets header blocks as they came, starting with any block that
@@ -564,6 +589,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrontDoor<S> {
                 return Poll::Ready(Ok(()));
             }
             if this.passthrough == 0 && this.parse() {
+                if let (None, Some(held)) = (&this.block, this.held.as_mut()) {
+                    held.shrink_to(0);
+                }
                 continue;
             }
             // More bytes are needed: for the frame being passed on, or to see the next one.

@@ -8,6 +8,9 @@
 //! another's small calls, each connection's first [`FLOOR`] bytes are its own and not taken from
 //! the shared bound: a well-behaved client's calls (a few KiB each) never wait on another's.
 //!
+//! Header blocks being gathered (`front_door`) are charged too, without waiting: a block that
+//! finds no room ends its connection.
+//!
 //! Not charged here, because HTTP/2 bounds them per connection already: what a client may send
 //! before cri-bridge gives any window back (64 KiB, `h2`'s default), and what the runtime may
 //! send on the client's runtime connection before its caller takes it
@@ -146,6 +149,27 @@ impl Charge {
         }
     }
 
+    /// Holds `bytes` more if there is room now; else holds nothing more and says so.
+    pub fn try_grow(&mut self, bytes: usize) -> bool {
+        if bytes == 0 {
+            return true;
+        }
+        if !self.shares.own.try_take(bytes) {
+            return false;
+        }
+        let from_floor = self.take_floor(bytes);
+        let rest = bytes - from_floor;
+        if rest > 0 && !self.shares.shared.try_take(rest) {
+            self.shares.own.give(bytes);
+            self.floor -= from_floor;
+            self.shares.floor.give(from_floor);
+            return false;
+        }
+        self.own += bytes;
+        self.shared += rest;
+        true
+    }
+
     /// As much of `bytes` as the floor has room for, taken now.
     fn take_floor(&mut self, bytes: usize) -> usize {
         let mut available = self.shares.floor.available.lock().unwrap_or_else(|e| e.into_inner());
@@ -217,6 +241,21 @@ mod tests {
         drop(held);
         let mut more = greedy.charge();
         tokio::time::timeout(Duration::from_secs(5), more.grow(FLOOR + 1)).await.expect("room given back");
+    }
+
+    #[test]
+    fn try_grow_takes_all_or_nothing() {
+        let budget = Budget::new(FLOOR, 4 * FLOOR);
+        let (first, second) = (budget.connection(), budget.connection());
+        let mut held = first.charge();
+        assert!(held.try_grow(2 * FLOOR), "the floor and the whole shared bound");
+        assert!(!held.try_grow(1), "nothing is left in the shared bound");
+        assert_eq!((held.held(), budget.held()), (2 * FLOOR, FLOOR), "a failed try holds nothing more");
+        let mut other = second.charge();
+        assert!(other.try_grow(FLOOR), "another connection's floor");
+        assert!(!other.try_grow(1));
+        drop(held);
+        assert!(other.try_grow(FLOOR), "room given back");
     }
 
     #[tokio::test]

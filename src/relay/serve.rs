@@ -114,7 +114,7 @@ async fn connection(
         // still bounds what one stream's header block can make us hold.
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
         .max_concurrent_streams(limits.streams_per_connection)
-        .handshake::<_, bytes::Bytes>(FrontDoor::new(stream));
+        .handshake::<_, bytes::Bytes>(FrontDoor::new(stream).with_budget(session.budget.charge()));
     // Finished even when shutdown begins meanwhile: the client may have sent its calls already,
     // and is told to go away (GOAWAY, below) rather than cut off with them unanswered.
     let mut connection = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
