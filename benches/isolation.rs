@@ -27,7 +27,7 @@ async fn main() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("cri-bridge-isolation-{}", std::process::id()));
-    let daemon = Daemon::start(BIN.as_ref(), dir.clone(), "  request_timeout_seconds: 10\n").await;
+    let daemon = Daemon::start(BIN.as_ref(), dir.clone(), "limits:\n  request_timeout_seconds: 10\n").await;
     let sizes = Sizes {
         containers: 2_500,
         slow_connections: 4,

@@ -22,7 +22,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
 /// The bound the daemon is given (`limits.buffer_mib`), and per connection.
 const BUFFER_MIB: u64 = 64;
 const LIMITS: &str =
-    "  buffer_mib: 64\n  buffer_per_connection_mib: 32\n  request_timeout_seconds: 10\n  stalled_caller_seconds: 20\n";
+    "limits:\n  buffer_mib: 64\n  buffer_per_connection_mib: 32\n  request_timeout_seconds: 10\n  stalled_caller_seconds: 20\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_every_abuse_at_once_well_behaved_calls_succeed_and_memory_stays_bounded() {
@@ -81,7 +81,7 @@ async fn under_every_abuse_at_once_well_behaved_calls_succeed_and_memory_stays_b
 #[tokio::test]
 async fn a_caller_that_takes_none_of_an_answer_is_let_go_with_a_status_naming_the_key() {
     let dir = TempDir::new("stalled");
-    let limits = "  stalled_caller_seconds: 1\n";
+    let limits = "limits:\n  stalled_caller_seconds: 1\n";
     let daemon = Daemon::start(BIN.as_ref(), dir.path("daemon"), limits).await;
     abuse::populate(&daemon.socket, 1_000).await;
     let connection = connect(&daemon.socket).await;
@@ -102,4 +102,51 @@ async fn a_caller_that_takes_none_of_an_answer_is_let_go_with_a_status_naming_th
     // The connection serves on.
     let version = v1::VersionRequest::default().encode_to_vec();
     assert_eq!(call(&connection, abuse::VERSION, &version, "2S").await, Ok("0".to_string()));
+}
+
+#[tokio::test]
+async fn a_header_block_that_finds_no_room_ends_its_own_connection_only() {
+    // A bound of 1 MiB in all: one unfinished block of 600 KiB fits (64 KiB of it the
+    // connection's own), a second connection's does not.
+    let dir = TempDir::new("no-room");
+    let config = "max_message_size: 4096\nlimits:\n  buffer_mib: 1\n  buffer_per_connection_mib: 1\n";
+    let daemon = Daemon::start(BIN.as_ref(), dir.path("daemon"), config).await;
+    let first = unfinished_block(&daemon.socket, 600 << 10).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut second = unfinished_block(&daemon.socket, 600 << 10).await;
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(2), async {
+        use tokio::io::AsyncReadExt;
+        // The server's own SETTINGS may come first; then the end.
+        while second.read(&mut byte).await.unwrap_or(0) > 0 {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection whose block found no room is closed");
+    let version = v1::VersionRequest::default().encode_to_vec();
+    let good = connect(&daemon.socket).await;
+    assert_eq!(call(&good, abuse::VERSION, &version, "2S").await, Ok("0".to_string()), "others are served");
+    assert!(daemon.log().contains("found no room"), "{}", daemon.log());
+    drop(first);
+}
+
+/// A connection that sends the preface, SETTINGS, and a header block of `size` bytes without
+/// its end.
+async fn unfinished_block(socket: &std::path::Path, size: usize) -> tokio::net::UnixStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let frame = |kind: u8, payload: &[u8]| {
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend([kind, 0, 0, 0, 0, 1]);
+        frame.extend_from_slice(payload);
+        frame
+    };
+    let filler = vec![0x82u8; 16 << 10];
+    bytes.extend(frame(0x1, &filler));
+    for _ in 1..size / filler.len() {
+        bytes.extend(frame(0x9, &filler));
+    }
+    let _ = stream.write_all(&bytes).await;
+    stream
 }

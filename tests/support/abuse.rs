@@ -53,7 +53,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub async fn start(binary: &Path, dir: PathBuf, limits: &str) -> Daemon {
+    /// `extra`: more of the config file (YAML at the top level).
+    pub async fn start(binary: &Path, dir: PathBuf, extra: &str) -> Daemon {
         std::fs::create_dir_all(&dir).unwrap();
         let (socket, runtime_socket) = (dir.join("bridge.sock"), dir.join("runtime.sock"));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -65,7 +66,7 @@ impl Daemon {
         .expect("the in-memory runtime");
         let file = dir.join("config.yaml");
         let config = format!(
-            "listen:\n  path: {}\n  versions: [v1, v1alpha2]\nbackend:\n  endpoint: unix://{}\nlimits:\n{limits}",
+            "listen:\n  path: {}\n  versions: [v1, v1alpha2]\nbackend:\n  endpoint: unix://{}\n{extra}",
             socket.display(),
             runtime_socket.display()
         );
