@@ -137,6 +137,7 @@ pub async fn run_on(
         watchers.push(tokio::spawn(image.clone().watch()));
     }
     let metrics = Arc::new(Metrics::new());
+    raise_open_files(&config);
     let callers = Arc::new(Callers::default());
     let budget =
         crate::relay::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);
@@ -261,6 +262,23 @@ pub async fn run_on(
 const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The runtime's backend, then the image endpoint's when it is separate.
+/// Raises the open-file soft limit to the hard one (as Go programs such as containerd do), and
+/// warns when even that cannot hold `limits.connections` client connections, each with its own
+/// runtime connection (and image connection): past it, new connections fail to accept.
+fn raise_open_files(config: &Config) {
+    let per_connection = if config.image_backend.is_some() { 3 } else { 2 };
+    let needed = (config.limits.connections * per_connection + 64) as u64;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < needed => tracing::warn!(
+            "the open-file limit ({limit}) is below what limits.connections ({}) needs ({needed}: each client \
+             connection holds {per_connection}); raise it (LimitNOFILE=) or lower limits.connections",
+            config.limits.connections
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
+}
+
 fn backends_of(runtime: &Arc<Backend>, image: &Arc<Backend>) -> Vec<Arc<Backend>> {
     let mut backends = vec![runtime.clone()];
     if !Arc::ptr_eq(runtime, image) {

@@ -433,3 +433,19 @@ async fn a_runtime_found_again_unchanged_is_not_announced_again() {
     assert_eq!(named(&logs), 1, "not again after the restart; stderr:\n{logs}");
     runtime.stop().await;
 }
+
+#[tokio::test]
+async fn an_open_file_limit_too_low_for_limits_connections_is_raised_or_named() {
+    let dir = TempDir::new("cli-nofile");
+    let socket = dir.path("bridge.sock");
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    // Soft and hard 512: nothing to raise to, and 1,024 connections need 2 descriptors each.
+    let script = format!("ulimit -n 512 && exec {BIN} serve --listen {}", socket.display());
+    let mut child = Command::new("sh").arg("-c").arg(script).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+    wait_for_listener(&mut child, &socket).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap_or_default();
+    let warning = logs.lines().find(|l| l.contains("open-file limit")).unwrap_or_else(|| panic!("{logs}"));
+    assert!(warning.contains("(512)") && warning.contains("limits.connections (1024)"), "{warning}");
+}

@@ -207,7 +207,10 @@ impl Forwarder {
             let outgoing = match self.request_for_runtime(method, &found, &message).await? {
                 None => frame.clone(),
                 Some(converted) => {
-                    self.hold(&mut charge, frame.len() + converted.len(), rpc).await?;
+                    // The request as it came is held already; a retry's conversion replaces
+                    // the last one's.
+                    charge.shrink_to(frame.len());
+                    self.hold(&mut charge, converted.len(), rpc).await?;
                     message::frame(&converted)
                 }
             };
