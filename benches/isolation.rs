@@ -7,7 +7,7 @@
 //! call (`/cri_bridge.Bridge/Status`), answered by the proxy's one thread alone: what the abuse
 //! costs cri-bridge itself.
 //!
-//! Run: `cargo bench --bench isolation`; `ISOLATION_ABUSES=slow,headers,requests,conversions`
+//! Run: `cargo bench --bench isolation`; `ISOLATION_ABUSES=slow,headers,requests,conversions,floods`
 //! (any of them) runs only those abuses.
 
 #[path = "../tests/support/abuse.rs"]
@@ -38,6 +38,7 @@ async fn main() {
         request_streams: 40,
         conversions: 4,
         envs: 1_000_000,
+        floods: 8,
     };
     let mut sizes = sizes;
     if let Ok(only) = std::env::var("ISOLATION_ABUSES") {
@@ -53,6 +54,9 @@ async fn main() {
         }
         if off("conversions") {
             sizes.conversions = 0;
+        }
+        if off("floods") {
+            sizes.floods = 0;
         }
     }
     abuse::populate(&daemon.socket, sizes.containers).await;

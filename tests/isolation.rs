@@ -47,6 +47,7 @@ async fn under_every_abuse_at_once_well_behaved_calls_succeed_and_memory_stays_b
         request_streams: 40,
         conversions: 2,
         envs: 100_000,
+        floods: 4,
     };
     let abusers = abuse::abuse(&daemon.socket, sizes).await;
     let mut peak = rss;

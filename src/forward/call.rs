@@ -1,6 +1,6 @@
 //! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
 
-use super::offload::OFFLOAD_FROM;
+use super::offload::{ANSWERS_FROM, REQUESTS_FROM};
 use super::{Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
 use crate::callers::Caller;
@@ -273,14 +273,13 @@ impl Forwarder {
         message: &Bytes,
     ) -> Result<Option<Vec<u8>>, Error> {
         let rpc = method.rpc;
-        if message.len() < OFFLOAD_FROM {
+        if message.len() < REQUESTS_FROM {
             return self.convert_request(rpc, method.plan(found.version), found, message);
         }
-        let size = message.len();
         let (this, method, found, message) = (self.clone(), method.clone(), found.clone(), message.clone());
         let work = move || this.convert_request(rpc, method.plan(found.version), &found, &message);
         let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
-        self.offload.run(size, work).await.map_err(aborted)?
+        self.offload.run(work).await.map_err(aborted)?
     }
 
     /// The answer's message as the caller gets it, off the one thread when it is large.
@@ -291,14 +290,13 @@ impl Forwarder {
         message: Bytes,
     ) -> Result<Bytes, Error> {
         let rpc = method.rpc;
-        if message.len() < OFFLOAD_FROM {
+        if message.len() < ANSWERS_FROM {
             return self.convert_response(rpc, method.plan(found.version), found, message);
         }
-        let size = message.len();
         let (this, method, found) = (self.clone(), method.clone(), found.clone());
         let work = move || this.convert_response(rpc, method.plan(found.version), &found, message);
         let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
-        self.offload.run(size, work).await.map_err(aborted)?
+        self.offload.run(work).await.map_err(aborted)?
     }
 
     /// Grows `charge` by `bytes`, waiting for room at most `limits.request_timeout_seconds`.

@@ -9,7 +9,9 @@
 //! - unfinished header blocks: HEADERS and CONTINUATIONs of 16 KiB, then nothing;
 //! - unfinished requests: streams announcing a 16 MiB message and sending what the window allows;
 //! - large conversions: v1 `CreateContainer` requests of hundreds of thousands of `envs` to a
-//!   v1alpha2 runtime.
+//!   v1alpha2 runtime;
+//! - control-frame floods after a HEADERS frame that depends on its own stream (which once
+//!   switched the flood limit off).
 
 #![allow(dead_code)]
 
@@ -40,6 +42,8 @@ pub struct Sizes {
     pub request_streams: usize,
     pub conversions: usize,
     pub envs: usize,
+    /// Connections that send a HEADERS frame depending on its own stream, then a PING flood.
+    pub floods: usize,
 }
 
 /// The daemon under test, in front of an in-memory runtime speaking v1alpha2 (so v1 callers are
@@ -58,12 +62,24 @@ impl Daemon {
         std::fs::create_dir_all(&dir).unwrap();
         let (socket, runtime_socket) = (dir.join("bridge.sock"), dir.join("runtime.sock"));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let versions = [cri_bridge::CriVersion::V1alpha2];
-        cri_bridge::memory::serve_memory(&runtime_socket, &versions, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("the in-memory runtime");
+        // On threads of its own: decoding the abusers' requests must not hold this process's
+        // clients, whose latency is what is measured.
+        let (listening, bound) = std::sync::mpsc::channel();
+        let path = runtime_socket.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let versions = [cri_bridge::CriVersion::V1alpha2];
+                let served = cri_bridge::memory::serve_memory(&path, &versions, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("the in-memory runtime");
+                listening.send(()).unwrap();
+                let _ = served.1.await;
+            });
+        });
+        bound.recv().expect("the in-memory runtime started");
         let file = dir.join("config.yaml");
         let config = format!(
             "listen:\n  path: {}\n  versions: [v1, v1alpha2]\nbackend:\n  endpoint: unix://{}\n{extra}",
@@ -364,6 +380,22 @@ pub async fn abuse(socket: &Path, sizes: Sizes) -> Abusers {
             streams.push((response, stream));
         }
         abusers.held.push(Box::new((connection, streams)));
+    }
+    // Floods: a self-dependent HEADERS frame, then 20,000 PINGs.
+    for _ in 0..sizes.floods {
+        let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        bytes.extend(raw_frame(0x4, 0, 0, &[]));
+        // PRIORITY flag, END_HEADERS: stream 1 depends on stream 1.
+        bytes.extend(raw_frame(0x1, 0x24, 1, &[0, 0, 0, 1, 16, 0x82]));
+        for n in 0..20_000u64 {
+            bytes.extend(raw_frame(0x6, 0, 0, &n.to_be_bytes()));
+        }
+        abusers.tasks.push(tokio::spawn(async move {
+            let _ = stream.write_all(&bytes).await;
+            std::future::pending::<()>().await;
+            drop(stream);
+        }));
     }
     // Large conversions: whole requests, each on a connection of its own.
     if sizes.conversions > 0 {
