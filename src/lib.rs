@@ -19,10 +19,11 @@
 //! - [`runtime_config`]: the cgroup driver of a runtime that cannot answer `RuntimeConfig`
 //!   itself, from the config or the runtime's `Status` info (pure).
 //! - [`forward`]: the one forwarding path: what each call does (passthrough or convert, unary
-//!   and streaming), decided per RPC and backend version at start; and cri-bridge's own
-//!   questions on the same socket (`probe`'s status, the callers report).
-//! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, the one shared
-//!   connection to the runtime, the answer relayed frame by frame.
+//!   and streaming), decided per RPC and backend version at start; each client connection's own
+//!   runtime connections; large conversions off the one thread; and cri-bridge's own questions
+//!   on the same socket (`probe`'s status, the callers report).
+//! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, connections to
+//!   the runtime, the memory held for clients, the answer relayed frame by frame.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
 //! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
 //! - [`config`]: the YAML file, CLI overrides, validation naming the key.

@@ -11,9 +11,10 @@
 //!
 //! What a call costs on this path (the forwarder, `forward.rs`, decides what is done):
 //! HTTP/2 in (`h2`), one hash lookup for the RPC, the request's one message gathered (a single
-//! DATA frame is taken without a copy), the caller's headers moved onto a new stream to the
-//! runtime, and the answer's head, DATA frames and trailers handed back as they came — only
-//! each message's 5-byte prefix is read, to hold `max_message_size`. Translating adds: each
+//! DATA frame is taken without a copy) and held within the connection's memory bound, the
+//! caller's headers moved onto a new stream of the client connection's own runtime connection,
+//! and the answer's head, DATA frames and trailers handed back as they came — only each
+//! message's 5-byte prefix is read, to hold `max_message_size`. Translating adds: each
 //! message of the answer gathered, converted and framed anew. There is no gRPC server or client
 //! stack in between (no per-call tower services, no buffered channel, no decoded framing).
 //!
@@ -26,8 +27,9 @@
 //! latency (p50 2.07, 1.95, 2.55 ms). With more threads every call's wake-ups cross threads
 //! (the h2 connection tasks and the call tasks run apart, and idle workers are woken to steal),
 //! which costs more than it buys on a node whose cores the kubelet and the runtime need. What one
-//! thread gives up: a long conversion (a 1,000-container list, a few ms) holds the other calls
-//! for that long. `CRI_BRIDGE_WORKER_THREADS=N` (read by `main`) picks N workers instead.
+//! thread gives up: a conversion holds the other calls while it runs, so large ones run on
+//! threads of their own (`forward::offload`); a 1,000-container list (a few ms) still runs here.
+//! `CRI_BRIDGE_WORKER_THREADS=N` (read by `main`) picks N workers instead.
 
 pub mod admission;
 pub mod answer;
