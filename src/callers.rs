@@ -294,7 +294,7 @@ pub fn table(callers: &[CallerReport]) -> String {
             caller.container_id.as_deref().map_or("-".into(), |id| id.chars().take(13).collect()),
             versions.join(", "),
             caller.calls.iter().map(|(_, n)| n).sum::<u64>().to_string(),
-            crate::probe::ago_text(now.saturating_sub(caller.last_seen)),
+            ago_text(now.saturating_sub(caller.last_seen)),
         ]);
     }
     let widths: Vec<usize> = (0..8).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
@@ -308,6 +308,16 @@ pub fn table(callers: &[CallerReport]) -> String {
         text.push_str("(no calls since cri-bridge started)\n");
     }
     text
+}
+
+/// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
+pub fn ago_text(seconds: u64) -> String {
+    match seconds {
+        0..=119 => format!("{seconds}s ago"),
+        120..=7199 => format!("{}m ago", seconds / 60),
+        7200..=172_799 => format!("{}h ago", seconds / 3600),
+        _ => format!("{}d ago", seconds / 86_400),
+    }
 }
 
 #[cfg(test)]

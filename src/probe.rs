@@ -253,17 +253,7 @@ impl fmt::Display for ProbeReport {
 fn when(seconds: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
     let ago = std::time::SystemTime::now().duration_since(at).map(|d| d.as_secs()).unwrap_or(0);
-    format!("{} ({})", humantime::format_rfc3339_seconds(at), ago_text(ago))
-}
-
-/// `12s ago`, `5m ago`, `3h ago`, `2d ago`.
-pub fn ago_text(seconds: u64) -> String {
-    match seconds {
-        0..=119 => format!("{seconds}s ago"),
-        120..=7199 => format!("{}m ago", seconds / 60),
-        7200..=172_799 => format!("{}h ago", seconds / 3600),
-        _ => format!("{}d ago", seconds / 86_400),
-    }
+    format!("{} ({})", humantime::format_rfc3339_seconds(at), crate::callers::ago_text(ago))
 }
 
 impl fmt::Display for Probed {

@@ -60,6 +60,10 @@ pub struct Unhonoured {
     pub why: &'static str,
 }
 
+/// The in-memory runtime's `VersionResponse.runtime_name` (`memory::RUNTIME_NAME`): named here,
+/// where runtimes are told apart, so that this table needs nothing of the runtime itself.
+pub const MEMORY_RUNTIME_NAME: &str = "cri-bridge-memory";
+
 const AMBIENT: Unhonoured = Unhonoured {
     field: "Capability.add_ambient_capabilities",
     why: "no containerd (to 2.3) or CRI-O (to 1.36) release reads ambient capabilities",
@@ -302,7 +306,7 @@ impl RuntimeProfile {
     /// The profile of a runtime that answered `Version` as `version`; `configured` is
     /// `backend.revision`, which wins over the table.
     pub fn from_version(version: CriVersion, name: &str, release: &str, configured: Option<u8>) -> RuntimeProfile {
-        let ours = name == crate::memory::RUNTIME_NAME;
+        let ours = name == MEMORY_RUNTIME_NAME;
         let (minor, source, unhonoured, exact) = match lookup(name, release, version) {
             _ if ours => (newest(version), Source::Table, Vec::new(), true),
             Some(found) => (found.minor, Source::Table, found.unhonoured.to_vec(), found.exact),

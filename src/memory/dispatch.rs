@@ -2,6 +2,7 @@
 //! method of the same name, and the answer converted back; the [`Handler`] impl and
 //! [`serve_memory`].
 
+use super::codec::decode_request;
 use super::exec_sync::exec_sync_sleep;
 use super::{lock, MemoryRuntime, MessageStream};
 use crate::convert::{Cx, Route};
@@ -196,16 +197,6 @@ pub async fn serve_memory(
 
 fn unimplemented(rpc: Rpc) -> Status {
     Status::unimplemented(format!("{} is not implemented by the memory runtime", rpc.path()))
-}
-
-/// Decodes the request of `rpc` as v1, converting from `rpc.version` first.
-pub(super) fn decode_request<Req: Message + Default>(rpc: Rpc, body: &[u8]) -> Result<Req, Status> {
-    let route = Route::new(rpc.info.request, rpc.version, CriVersion::V1)
-        .ok_or_else(|| Status::internal(format!("no conversion of {} to v1", rpc.info.request)))?;
-    let invalid = |e: prost::DecodeError| Status::invalid_argument(format!("cannot decode {}: {e}", rpc.info.request));
-    // Losses here are the fake's own business: ignored.
-    let v1_bytes = route.run(body, &mut Cx::counting()).map_err(invalid)?;
-    Req::decode(v1_bytes.as_slice()).map_err(invalid)
 }
 
 /// Converts v1 response bytes of `rpc` to `rpc.version`.

@@ -1,6 +1,6 @@
 //! ExecSync: the fake's tiny shell, and `sleep` held against the caller's deadline.
 
-use super::dispatch::decode_request;
+use super::codec::decode_request;
 use super::{missing, MemoryRuntime};
 use crate::api::v1;
 use crate::grpc::Rpc;

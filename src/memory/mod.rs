@@ -35,6 +35,7 @@
 //! - `streams`: GetContainerEvents, the Stream* calls (their List* in chunks), and the Exec,
 //!   Attach and PortForward URLs.
 //! - `exec_sync`: ExecSync's interpreter, and `sleep` against the caller's deadline.
+//! - `codec`: a request of any version read as v1 (for `dispatch` and `exec_sync` alike).
 //! - `dispatch`: routing an RPC of any version to its typed method, the [`Handler`] impl, and
 //!   [`serve_memory`].
 //!
@@ -42,6 +43,7 @@
 //! [`CriServer`]: crate::grpc::CriServer
 
 mod checkpoint;
+mod codec;
 mod dispatch;
 mod exec_sync;
 mod filters;
@@ -72,7 +74,7 @@ use tonic::Status;
 pub const CALL_ID: &str = "x-test-call-id";
 
 /// `VersionResponse.runtime_name`.
-pub const RUNTIME_NAME: &str = "cri-bridge-memory";
+pub use crate::revision::MEMORY_RUNTIME_NAME as RUNTIME_NAME;
 /// Where the fake's images and writable layers "live" (`fs_id.mountpoint` in the stats).
 pub const FS_MOUNTPOINT: &str = "/var/lib/cri-bridge-memory";
 /// The images present from the start: the pause image and busybox.
