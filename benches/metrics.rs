@@ -27,7 +27,7 @@ fn per_call(c: &mut Criterion) {
         })
     });
     c.bench_function("metrics: one conversion timed", |b| {
-        b.iter(|| metrics.converted(cri_bridge::metrics::Direction::Request, black_box(Duration::from_micros(3))))
+        b.iter(|| metrics.converted(cri_bridge::convert::policy::Side::Request, black_box(Duration::from_micros(3))))
     });
 }
 

@@ -10,6 +10,7 @@
 use crate::backend::Backend;
 use crate::callers::Callers;
 use crate::config::MetricsListen;
+use crate::convert::policy::{Action, LossObserver, Side};
 use crate::grpc::Rpc;
 use crate::version::CriVersion;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -89,19 +90,11 @@ struct CallerLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Which half of a call a conversion or a loss belongs to.
-#[derive(Clone, Copy, Debug)]
-pub enum Direction {
-    Request,
-    Response,
-}
-
-impl Direction {
-    fn label(self) -> &'static str {
-        match self {
-            Direction::Request => "request",
-            Direction::Response => "response",
-        }
+/// The label of a message's side of a call.
+fn side_label(side: Side) -> &'static str {
+    match side {
+        Side::Request => "request",
+        Side::Response => "response",
     }
 }
 
@@ -213,25 +206,8 @@ impl Metrics {
         self.durations.get_or_create(&MethodLabels { service, method }).observe(elapsed.as_secs_f64());
     }
 
-    pub fn converted(&self, direction: Direction, elapsed: Duration) {
-        self.conversions
-            .get_or_create(&DirectionLabels { direction: direction.label() })
-            .observe(elapsed.as_secs_f64());
-    }
-
-    /// Counts `count` losses of `field` (`Message.field`, `Message.#N`, or `*` for answers).
-    pub fn lost(&self, field: &str, action: crate::convert::policy::Action, direction: Direction, count: u64) {
-        use crate::convert::policy::Action;
-        let field = match field.split_once(".#") {
-            Some((message, _)) => format!("{message}.#unknown"),
-            None => field.to_string(),
-        };
-        let action = match action {
-            Action::Reject => "reject",
-            Action::Warn => "warn",
-            Action::Allow => "allow",
-        };
-        self.losses.get_or_create(&LossLabels { field, action, direction: direction.label() }).inc_by(count);
+    pub fn converted(&self, side: Side, elapsed: Duration) {
+        self.conversions.get_or_create(&DirectionLabels { direction: side_label(side) }).observe(elapsed.as_secs_f64());
     }
 
     /// Counts a connection refused by `limit` (`limits.connections`, …).
@@ -453,5 +429,21 @@ async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape, asked: Arc<AtomicBool>)
         .await;
     if let Err(error) = served {
         tracing::debug!(%error, "metrics connection ended with an error");
+    }
+}
+
+impl LossObserver for Metrics {
+    /// Counts `count` losses of `field` (`Message.field`, `Message.#N`, or `*` for answers).
+    fn lost(&self, field: &str, action: Action, side: Side, count: u64) {
+        let field = match field.split_once(".#") {
+            Some((message, _)) => format!("{message}.#unknown"),
+            None => field.to_string(),
+        };
+        let action = match action {
+            Action::Reject => "reject",
+            Action::Warn => "warn",
+            Action::Allow => "allow",
+        };
+        self.losses.get_or_create(&LossLabels { field, action, direction: side_label(side) }).inc_by(count);
     }
 }

@@ -11,7 +11,6 @@
 use super::classes::{class_of, Class};
 use super::{Loss, LossReason};
 use crate::api::SchemaInfo;
-use crate::metrics::{Direction, Metrics};
 use crate::version::CriVersion;
 use std::collections::HashMap;
 use std::fmt;
@@ -45,6 +44,12 @@ impl std::str::FromStr for Action {
 pub enum Side {
     Request,
     Response,
+}
+
+/// Told of every loss the policy judges, by field, action and side (the metrics endpoint counts
+/// them): the core says what happened and knows nothing of who listens.
+pub trait LossObserver: Send + Sync {
+    fn lost(&self, field: &str, action: Action, side: Side, count: u64);
 }
 
 /// Counts of dropped fields by action, since start.
@@ -93,8 +98,8 @@ pub struct LossPolicy {
     /// Replaced whole by a reload; read only for calls that lose a field.
     overrides: RwLock<Arc<HashMap<String, Action>>>,
     pub counters: LossCounters,
-    /// `cri_bridge_losses_total`, when the proxy counts it.
-    metrics: Option<Arc<Metrics>>,
+    /// Told of each loss (`cri_bridge_losses_total`), when the proxy counts them.
+    observer: Option<Arc<dyn LossObserver>>,
 }
 
 impl fmt::Debug for LossPolicy {
@@ -108,9 +113,9 @@ impl LossPolicy {
         LossPolicy { overrides: RwLock::new(Arc::new(overrides)), ..LossPolicy::default() }
     }
 
-    /// A policy that also counts every loss in `metrics`.
-    pub fn counted(overrides: HashMap<String, Action>, metrics: Arc<Metrics>) -> LossPolicy {
-        LossPolicy { metrics: Some(metrics), ..LossPolicy::new(overrides) }
+    /// A policy that also tells `observer` of every loss.
+    pub fn counted(overrides: HashMap<String, Action>, observer: Arc<dyn LossObserver>) -> LossPolicy {
+        LossPolicy { observer: Some(observer), ..LossPolicy::new(overrides) }
     }
 
     pub fn overrides(&self) -> Arc<HashMap<String, Action>> {
@@ -143,8 +148,8 @@ impl LossPolicy {
     pub fn count_response_losses(&self, count: usize) {
         if count > 0 {
             self.counters.allowed.fetch_add(count as u64, Ordering::Relaxed);
-            if let Some(metrics) = &self.metrics {
-                metrics.lost("*", Action::Allow, Direction::Response, count as u64);
+            if let Some(observer) = &self.observer {
+                observer.lost("*", Action::Allow, Side::Response, count as u64);
             }
         }
     }
@@ -154,14 +159,10 @@ impl LossPolicy {
     /// every rejected field.
     pub fn apply(&self, side: Side, rpc: &str, runtime: &dyn fmt::Display, losses: Vec<Loss>) -> Result<(), Refusal> {
         let mut rejected = Vec::new();
-        let direction = match side {
-            Side::Request => Direction::Request,
-            Side::Response => Direction::Response,
-        };
         for loss in losses {
             let action = self.action(side, &loss);
-            if let Some(metrics) = &self.metrics {
-                metrics.lost(&loss.field, action, direction, 1 + loss.more);
+            if let Some(observer) = &self.observer {
+                observer.lost(&loss.field, action, side, 1 + loss.more);
             }
             match action {
                 Action::Reject => rejected.push(loss),

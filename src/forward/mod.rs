@@ -24,7 +24,7 @@ use crate::convert::scan::{self, Limits};
 use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::Rpc;
-use crate::metrics::{Direction, Metrics};
+use crate::metrics::Metrics;
 use crate::relay::budget::Budget;
 use crate::version::CriVersion;
 use bytes::Bytes;
@@ -191,7 +191,7 @@ impl Forwarder {
                 .map_err(|e| bad(e.to_string()))?;
             let mut cx = Cx::new();
             let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
-            self.metrics.converted(Direction::Request, started.elapsed());
+            self.metrics.converted(Side::Request, started.elapsed());
             losses.extend(cx.into_losses());
             let after = Limits { unknown: false, ..runtime };
             scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
@@ -225,7 +225,7 @@ impl Forwarder {
         if rpc.info.method == "Version" {
             converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
         }
-        self.metrics.converted(Direction::Response, started.elapsed());
+        self.metrics.converted(Side::Response, started.elapsed());
         Ok(converted.into())
     }
 }
