@@ -1,9 +1,8 @@
 //! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
 
 use super::offload::{ANSWERS_FROM, REQUESTS_FROM};
-use super::{Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
+use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
-use crate::callers::Caller;
 use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
@@ -66,11 +65,11 @@ impl Forwarder {
     /// True when the caller cancelled the call (reset its stream) before the answer's end.
     pub async fn serve_call(
         self: Arc<Self>,
-        session: Arc<Session>,
-        caller: Arc<Caller>,
+        client: Arc<Client>,
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
     ) -> bool {
+        let (caller, session) = (&client.caller, &client.session);
         let started = Instant::now();
         let _in_flight = self.metrics.in_flight();
         let mut answer = Answer::new(respond, self.stalled_caller);
@@ -99,7 +98,7 @@ impl Forwarder {
         let mut backend_version = None;
         // Boxed: the call's state is large, and the task that holds it is moved on spawning.
         let call =
-            Box::pin(self.call(method, &session, head.headers, body, deadline, &mut answer, &mut backend_version));
+            Box::pin(self.call(method, session, head.headers, body, deadline, &mut answer, &mut backend_version));
         let mut outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,

@@ -14,7 +14,7 @@ mod offload;
 mod session;
 
 pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
-pub use session::Session;
+pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
 use crate::callers::Callers;
@@ -122,11 +122,6 @@ impl Forwarder {
             metrics,
             control,
         }
-    }
-
-    /// A new client connection's own runtime connections and share of the memory bound.
-    pub fn session(&self) -> Arc<Session> {
-        Arc::new(Session::new(&self.runtime, &self.image, self.budget.connection()))
     }
 
     /// The memory bound shared by every client connection.
@@ -294,4 +289,31 @@ fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, pros
     let mut response = crate::api::v1::VersionResponse::decode(bytes)?;
     response.runtime_api_version = caller.as_str().to_string();
     Ok(response.encode_to_vec())
+}
+
+/// The relay hands the forwarder its connections and their calls.
+impl crate::relay::serve::Calls for Forwarder {
+    type Connection = Client;
+
+    /// Who is at the other end (read once per connection), its own runtime connections, and
+    /// its share of the memory bound (the front door's header blocks take from it too).
+    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::relay::budget::Charge) {
+        let caller = self.callers().connected(crate::callers::Peer::of(stream));
+        let session = Session::new(&self.runtime, &self.image, self.budget.connection());
+        let held = session.budget.charge();
+        (Arc::new(Client { caller, session }), held)
+    }
+
+    fn call(
+        self: Arc<Self>,
+        client: Arc<Client>,
+        request: http::Request<h2::RecvStream>,
+        respond: h2::server::SendResponse<Bytes>,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        self.serve_call(client, request, respond)
+    }
+
+    fn refused(&self, limit: &'static str) {
+        self.metrics.refused_connection(limit);
+    }
 }

@@ -3,9 +3,16 @@
 //! the memory bound (`relay::budget`).
 
 use crate::backend::Backend;
+use crate::callers::Caller;
 use crate::relay::budget::ConnectionBudget;
 use crate::relay::upstream::Upstream;
 use std::sync::Arc;
+
+/// One client connection as the forwarder knows it: who is calling, and what it holds apart.
+pub struct Client {
+    pub caller: Arc<Caller>,
+    pub session: Session,
+}
 
 pub struct Session {
     runtime: Upstream,

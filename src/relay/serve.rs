@@ -1,6 +1,7 @@
 //! The listening side: accepts connections (within the connection limits, see
 //! [`super::admission`]), speaks HTTP/2 on each through the front door, and hands every stream to
-//! the forwarder as a task of its own; on shutdown, drains.
+//! what it serves ([`Calls`]: the forwarder) as a task of its own; on shutdown, drains. It knows
+//! connections and HTTP/2, not what a call means.
 //!
 //! Each connection is watched: a PING every `limits.keepalive` that must be answered within
 //! `limits.keepalive_timeout` (a peer that stopped reading is cut off), GOAWAY after
@@ -9,11 +10,13 @@
 //! runtime: a reset flood is work for both).
 
 use super::admission::Admission;
-use crate::callers::Peer;
+use super::budget::Charge;
 use crate::config::Limits;
-use crate::forward::Forwarder;
 use crate::front_door::{FrontDoor, MAX_HEADER_LIST_SIZE};
 use crate::grpc::DRAIN_TIMEOUT;
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -30,13 +33,33 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a connection's idleness is checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// Serves `forwarder` on `listener` (answering each of `heartbeats` as it turns) until
+/// What the relay serves: told of each connection, and handed each call on it.
+pub trait Calls: Send + Sync + 'static {
+    /// What one connection's calls share.
+    type Connection: Send + Sync + 'static;
+
+    /// A new connection from `stream`'s peer, and what its unfinished header blocks may hold.
+    fn connected(&self, stream: &UnixStream) -> (Arc<Self::Connection>, Charge);
+
+    /// Serves one call to its end; true when the caller cancelled it (reset its stream).
+    fn call(
+        self: Arc<Self>,
+        connection: Arc<Self::Connection>,
+        request: http::Request<RecvStream>,
+        respond: SendResponse<Bytes>,
+    ) -> impl Future<Output = bool> + Send;
+
+    /// A connection was closed at once by the limit named (`limits.connections`, …).
+    fn refused(&self, limit: &'static str);
+}
+
+/// Serves `calls` on `listener` (answering each of `heartbeats` as it turns) until
 /// `shutdown` completes, then tells every client to go
 /// away (HTTP/2 GOAWAY) and lets calls in flight finish for up to [`DRAIN_TIMEOUT`]; a client
 /// that holds its connection longer is cut off.
-pub async fn serve(
+pub async fn serve<C: Calls>(
     listener: UnixListener,
-    forwarder: Arc<Forwarder>,
+    calls: Arc<C>,
     limits: Limits,
     mut heartbeats: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send,
@@ -53,13 +76,13 @@ pub async fn serve(
                     let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
                     match admission.admit(uid) {
                         Ok(admitted) => {
-                            let watched = connection(stream, forwarder.clone(), limits, stopping.clone());
+                            let watched = connection(stream, calls.clone(), limits, stopping.clone());
                             connections.spawn(async move {
                                 watched.await;
                                 drop(admitted);
                             });
                         }
-                        Err(refused) => forwarder.metrics().refused_connection(refused.label()),
+                        Err(refused) => calls.refused(refused.label()),
                     }
                 }
                 Err(error) => {
@@ -89,7 +112,7 @@ pub async fn serve(
 
 /// What a connection's calls report to it.
 #[derive(Default)]
-struct Calls {
+struct OpenCalls {
     open: AtomicUsize,
     /// Calls the client cancelled in the current minute.
     resets: AtomicU32,
@@ -98,23 +121,17 @@ struct Calls {
 }
 
 /// One client connection, until the client closes it, or it has drained after shutdown.
-async fn connection(
-    stream: UnixStream,
-    forwarder: Arc<Forwarder>,
-    limits: Limits,
-    mut stopping: watch::Receiver<bool>,
-) {
-    // Who is at the other end: once per connection, so calls pay only a count.
-    let caller = forwarder.callers().connected(Peer::of(&stream));
-    // Its own connections to the runtime and its share of the memory bound.
-    let session = forwarder.session();
+async fn connection<C: Calls>(stream: UnixStream, calls: Arc<C>, limits: Limits, mut stopping: watch::Receiver<bool>) {
+    // Once per connection (who is at the other end, its own runtime connections), so that
+    // calls pay only a count.
+    let (client, held) = calls.connected(&stream);
     let handshake = h2::server::Builder::new()
         // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a
         // caller's metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and
         // still bounds what one stream's header block can make us hold.
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
         .max_concurrent_streams(limits.streams_per_connection)
-        .handshake::<_, bytes::Bytes>(FrontDoor::new(stream).with_budget(session.budget.charge()));
+        .handshake::<_, bytes::Bytes>(FrontDoor::new(stream).with_budget(held));
     // Finished even when shutdown begins meanwhile: the client may have sent its calls already,
     // and is told to go away (GOAWAY, below) rather than cut off with them unanswered.
     let mut connection = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
@@ -128,7 +145,7 @@ async fn connection(
             return;
         }
     };
-    let calls = Arc::new(Calls::default());
+    let open = Arc::new(OpenCalls::default());
     let mut keepalive = connection.ping_pong().map(|pings| AbortOnDrop(tokio::spawn(keep_alive(pings, limits))));
     let peer_gone = async {
         match keepalive {
@@ -148,14 +165,13 @@ async fn connection(
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
                     idle_since = Instant::now();
-                    calls.open.fetch_add(1, Ordering::Relaxed);
-                    let (forwarder, session, caller, calls) =
-                        (forwarder.clone(), session.clone(), caller.clone(), calls.clone());
+                    open.open.fetch_add(1, Ordering::Relaxed);
+                    let (calls, client, open) = (calls.clone(), client.clone(), open.clone());
                     tokio::spawn(async move {
-                        let _open = Open(&calls);
-                        let reset = forwarder.serve_call(session, caller, request, respond).await;
-                        if reset && calls.resets.fetch_add(1, Ordering::Relaxed) + 1 == limits.resets_per_minute {
-                            calls.too_many_resets.notify_one();
+                        let _open = Open(&open);
+                        let reset = calls.call(client, request, respond).await;
+                        if reset && open.resets.fetch_add(1, Ordering::Relaxed) + 1 == limits.resets_per_minute {
+                            open.too_many_resets.notify_one();
                         }
                     });
                 }
@@ -172,7 +188,7 @@ async fn connection(
                 );
                 return;
             }
-            () = calls.too_many_resets.notified() => {
+            () = open.too_many_resets.notified() => {
                 tracing::warn!(
                     "a client cancelled more than {} calls in a minute (limits.resets_per_minute): closing its connection",
                     limits.resets_per_minute
@@ -183,9 +199,9 @@ async fn connection(
             _ = checks.tick() => {
                 if minute.elapsed() >= Duration::from_secs(60) {
                     minute = Instant::now();
-                    calls.resets.store(0, Ordering::Relaxed);
+                    open.resets.store(0, Ordering::Relaxed);
                 }
-                if calls.open.load(Ordering::Relaxed) > 0 {
+                if open.open.load(Ordering::Relaxed) > 0 {
                     idle_since = Instant::now();
                 } else if !draining && idle_since.elapsed() >= limits.idle_timeout {
                     tracing::debug!("a connection idle for {:?} (limits.idle_timeout_seconds): GOAWAY", limits.idle_timeout);
@@ -202,7 +218,7 @@ async fn connection(
 }
 
 /// A call open on a connection, until dropped (also when its task is aborted).
-struct Open<'a>(&'a Calls);
+struct Open<'a>(&'a OpenCalls);
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
