@@ -171,7 +171,7 @@ pub struct Limits {
     pub request_timeout: std::time::Duration,
     /// Calls a connection's client may cancel (RST_STREAM) per minute before it is cut off.
     pub resets_per_minute: u32,
-    /// Bytes held for clients beyond each connection's first 64 KiB, in all (`relay::budget`).
+    /// Bytes held for clients beyond each connection's first 64 KiB, in all (`crate::budget`).
     pub buffer_bytes: usize,
     /// Bytes held for one client connection.
     pub buffer_per_connection_bytes: usize,

@@ -13,6 +13,8 @@
 //!   enabled versions to one handler, a unix-socket client.
 //! - [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
 //!   them (any `:authority`, as grpc-go servers accept).
+//! - [`budget`]: the memory held for clients, bounded per connection and in all (used by the
+//!   front door, the relay and the forwarder alike).
 //! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
 //! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
 //!   the features it reports.
@@ -23,7 +25,7 @@
 //!   runtime connections; large conversions off the one thread; and cri-bridge's own questions
 //!   on the same socket (`probe`'s status, the callers report).
 //! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, connections to
-//!   the runtime, the memory held for clients, the answer relayed frame by frame.
+//!   the runtime, the answer relayed frame by frame.
 //! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
 //! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
 //! - [`config`]: the YAML file, CLI overrides, validation naming the key.
@@ -40,6 +42,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod budget;
 pub mod callers;
 pub mod config;
 pub mod convert;

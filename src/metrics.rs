@@ -222,12 +222,7 @@ impl Metrics {
     }
 
     /// The text a scrape answers: the counters, and the backends and callers as they are now.
-    pub fn render(
-        &self,
-        backends: &[Arc<Backend>],
-        callers: &Callers,
-        budget: &crate::relay::budget::Budget,
-    ) -> String {
+    pub fn render(&self, backends: &[Arc<Backend>], callers: &Callers, budget: &crate::budget::Budget) -> String {
         self.buffered.set(i64::try_from(budget.held()).unwrap_or(i64::MAX));
         self.backend_info.clear();
         for backend in backends {
@@ -315,7 +310,7 @@ pub struct Scrape {
     pub metrics: Arc<Metrics>,
     pub backends: Vec<Arc<Backend>>,
     pub callers: Arc<Callers>,
-    pub budget: crate::relay::budget::Budget,
+    pub budget: crate::budget::Budget,
 }
 
 #[derive(Debug, thiserror::Error)]

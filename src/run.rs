@@ -139,8 +139,7 @@ pub async fn run_on(
     let metrics = Arc::new(Metrics::new());
     raise_open_files(&config);
     let callers = Arc::new(Callers::default());
-    let budget =
-        crate::relay::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);
+    let budget = crate::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);
     let policy = Arc::new(LossPolicy::counted(config.loss_policy.clone(), metrics.clone()));
     // Bound before the CRI socket, so a bad metrics.listen stops the start before READY.
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();

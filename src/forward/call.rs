@@ -3,10 +3,10 @@
 use super::offload::{ANSWERS_FROM, REQUESTS_FROM};
 use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
+use crate::budget::Charge;
 use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
 use crate::relay::answer::{Answer, CallerGone};
-use crate::relay::budget::Charge;
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
 use crate::relay::upstream::{Unsent, Upstream, OWN_CALL};
 use crate::version::CriVersion;

@@ -17,6 +17,7 @@ pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
 pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
+use crate::budget::Budget;
 use crate::callers::Callers;
 use crate::config::Config;
 use crate::convert::policy::{LossPolicy, Side};
@@ -25,7 +26,6 @@ use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::metrics::Metrics;
-use crate::relay::budget::Budget;
 use crate::version::CriVersion;
 use bytes::Bytes;
 use control::Control;
@@ -297,7 +297,7 @@ impl crate::relay::serve::Calls for Forwarder {
 
     /// Who is at the other end (read once per connection), its own runtime connections, and
     /// its share of the memory bound (the front door's header blocks take from it too).
-    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::relay::budget::Charge) {
+    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::budget::Charge) {
         let caller = self.callers().connected(crate::callers::Peer::of(stream));
         let session = Session::new(&self.runtime, &self.image, self.budget.connection());
         let held = session.budget.charge();

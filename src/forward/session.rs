@@ -1,10 +1,10 @@
 //! What one client connection holds apart from every other: its own connections to the runtime
 //! (and to a separate image endpoint), made on its first call, closed with it; and its share of
-//! the memory bound (`relay::budget`).
+//! the memory bound (`crate::budget`).
 
 use crate::backend::Backend;
+use crate::budget::ConnectionBudget;
 use crate::callers::Caller;
-use crate::relay::budget::ConnectionBudget;
 use crate::relay::upstream::Upstream;
 use std::sync::Arc;
 

@@ -64,7 +64,7 @@
 /// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
 pub mod header_block;
 
-use crate::relay::budget::Charge;
+use crate::budget::Charge;
 use bytes::{Buf, BufMut, BytesMut};
 use header_block::{HeaderBlocks, Mended};
 use std::borrow::Cow;
@@ -250,7 +250,7 @@ impl<S> FrontDoor<S> {
         }
     }
 
-    /// Holds unfinished header blocks within `charge`'s connection bound (see `relay::budget`).
+    /// Holds unfinished header blocks within `charge`'s connection bound (see `crate::budget`).
     pub fn with_budget(mut self, charge: Charge) -> Self {
         self.held = Some(charge);
         self

@@ -5,7 +5,6 @@
 //!   a task, each connection watched (keepalive, idleness, reset floods); drain on shutdown.
 //! - [`admission`]: how many connections, in all and per uid.
 //! - [`upstream`]: an HTTP/2 connection to the runtime (each client connection has its own).
-//! - [`budget`]: the memory held for clients, bounded per connection and in all.
 //! - [`answer`]: the caller's side of one call, sent as the caller's flow control allows.
 //! - [`message`]: gRPC's length-prefixed messages: a request gathered, an answer metered or cut.
 //!
@@ -33,7 +32,6 @@
 
 pub mod admission;
 pub mod answer;
-pub mod budget;
 pub mod message;
 pub mod serve;
 pub mod upstream;

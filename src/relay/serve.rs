@@ -10,7 +10,7 @@
 //! runtime: a reset flood is work for both).
 
 use super::admission::Admission;
-use super::budget::Charge;
+use crate::budget::Charge;
 use crate::config::Limits;
 use crate::front_door::{FrontDoor, MAX_HEADER_LIST_SIZE};
 use crate::grpc::DRAIN_TIMEOUT;

@@ -14,7 +14,7 @@
 //! Not charged here, because HTTP/2 bounds them per connection already: what a client may send
 //! before cri-bridge gives any window back (64 KiB, `h2`'s default), and what the runtime may
 //! send on the client's runtime connection before its caller takes it
-//! ([`super::upstream::CONNECTION_WINDOW`]).
+//! ([`crate::relay::upstream::CONNECTION_WINDOW`]).
 
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
