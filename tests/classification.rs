@@ -1,6 +1,6 @@
 //! The classification of lossable request fields (`src/convert/classes.rs`) against the schema
 //! tables: every lossable request field has a class, every class names a real lossable field, the
-//! message lists name real messages, and the README's table is the code's.
+//! message lists name real messages, and the table in docs/conversion.md is the code's.
 
 use cri_bridge::api::SchemaInfo;
 use cri_bridge::convert::classes::{class_of, class_of_unknown, Class, ADVISORY_MESSAGES, FIELDS, SECURITY_MESSAGES};
@@ -12,9 +12,9 @@ const WITH_OLDER: [(CriVersion, CriVersion); 2] = [(V1, V1alpha2), (V1alpha2, V1
 
 const ALL: [CriVersion; 3] = [V1, V1alpha2, V1alpha1];
 
-/// The README section holding the classification table.
-const README_SECTION: &str = "## What is refused: the classification";
-const README_HEADER: &str = "| field | class | why |";
+/// The section of docs/conversion.md holding the classification table (the README links to it).
+const DOC_SECTION: &str = "## What is refused: the classification";
+const DOC_HEADER: &str = "| field | class | why |";
 
 /// Messages whose fields need no entry of their own: every request path to them goes through a
 /// field named `filter`, which `class_of` classes as Behaviour.
@@ -210,16 +210,16 @@ fn security_and_unknown_message_lists_name_real_messages() {
     assert!(problems.is_empty(), "message lists naming the wrong messages:\n{}", problems.join("\n"));
 }
 
-/// The rows of the README's classification table: (field, class, why).
-fn readme_rows() -> Vec<(String, String, String)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    let readme = std::fs::read_to_string(path).expect("README.md");
-    let mut lines = readme.lines();
-    assert!(lines.any(|l| l.trim_end() == README_SECTION), "README.md has no section {README_SECTION:?}");
+/// The rows of the classification table in docs/conversion.md: (field, class, why).
+fn doc_rows() -> Vec<(String, String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/conversion.md");
+    let doc = std::fs::read_to_string(path).expect("docs/conversion.md");
+    let mut lines = doc.lines();
+    assert!(lines.any(|l| l.trim_end() == DOC_SECTION), "docs/conversion.md has no section {DOC_SECTION:?}");
     let mut lines = lines.take_while(|l| !l.starts_with("## "));
     assert!(
-        lines.any(|l| l.trim_end() == README_HEADER),
-        "README.md's {README_SECTION:?} has no table header {README_HEADER:?}"
+        lines.any(|l| l.trim_end() == DOC_HEADER),
+        "docs/conversion.md's {DOC_SECTION:?} has no table header {DOC_HEADER:?}"
     );
     let separator = lines.next().unwrap_or_default();
     assert!(
@@ -246,8 +246,8 @@ fn readme_rows() -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn readme_classification_table_matches_the_code() {
-    let rows = readme_rows();
+fn documented_classification_table_matches_the_code() {
+    let rows = doc_rows();
     let expected: Vec<(String, String, String)> =
         FIELDS.iter().map(|c| (c.field.to_string(), c.class.to_string(), c.why.to_string())).collect();
     if rows != expected {
@@ -255,11 +255,11 @@ fn readme_classification_table_matches_the_code() {
         for i in 0..rows.len().max(expected.len()) {
             match (rows.get(i), expected.get(i)) {
                 (Some(r), Some(e)) if r == e => {}
-                (r, e) => diff.push(format!("  row {}: README {r:?}, FIELDS {e:?}", i + 1)),
+                (r, e) => diff.push(format!("  row {}: docs/conversion.md {r:?}, FIELDS {e:?}", i + 1)),
             }
         }
         panic!(
-            "README.md's classification table differs from FIELDS ({} rows against {}):\n{}",
+            "docs/conversion.md's classification table differs from FIELDS ({} rows against {}):\n{}",
             rows.len(),
             expected.len(),
             diff.join("\n")

@@ -1,6 +1,7 @@
-//! The README's meaning tables ("What the hand-written rules mean"), written here as literals and
-//! checked against the converter, so that the expected values do not come from the code under
-//! test. The same literals are rendered and compared with the README, row by row.
+//! The meaning tables of docs/conversion.md ("What the hand-written rules mean"), written here as
+//! literals and checked against the converter, so that the expected values do not come from the
+//! code under test. The same literals are rendered and compared with docs/conversion.md, row by
+//! row.
 
 #![allow(deprecated)] // the deprecated profile strings are what these tables are about
 
@@ -218,7 +219,7 @@ fn a_profile_and_a_string_that_disagree_are_sent_as_the_profile() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The README shows the same tables
+// docs/conversion.md shows the same tables
 // ---------------------------------------------------------------------------------------------
 
 fn show(m: Option<bool>) -> &'static str {
@@ -259,9 +260,10 @@ fn rendered_tables() -> Vec<String> {
 }
 
 #[test]
-fn the_readme_shows_these_tables() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
-    let lines: Vec<&str> = readme.lines().collect();
+fn the_docs_show_these_tables() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/conversion.md"))
+        .expect("docs/conversion.md");
+    let lines: Vec<&str> = doc.lines().collect();
     let missing: Vec<String> = rendered_tables().into_iter().filter(|row| !lines.contains(&row.as_str())).collect();
-    assert!(missing.is_empty(), "README.md lacks these rows of the meaning tables:\n{}", missing.join("\n"));
+    assert!(missing.is_empty(), "docs/conversion.md lacks these rows of the meaning tables:\n{}", missing.join("\n"));
 }

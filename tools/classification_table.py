@@ -1,4 +1,4 @@
-"""Prints the README classification table from src/convert/classes.rs (FIELDS): python3 tools/classification_table.py src/convert/classes.rs"""
+"""Prints the classification table of docs/conversion.md from src/convert/classes.rs (FIELDS): python3 tools/classification_table.py src/convert/classes.rs"""
 import re, sys
 src = open(sys.argv[1]).read()
 block = src[src.index("pub const FIELDS: &[Classified] = &["):]

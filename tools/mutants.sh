@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of the files whose meaning the suite must pin down (README, "Mutation
-# testing"). Not part of CI: each mutant is a rebuild. Needs `cargo install cargo-mutants`.
+# Mutation testing of the files whose meaning the suite must pin down (docs/testing.md,
+# "Mutation testing"). Not part of CI: each mutant is a rebuild. Needs `cargo install cargo-mutants`.
 #
 #   tools/mutants.sh                 every group, results in target/mutants/<group>/
 #   tools/mutants.sh convert         one group (convert, network, forward, limits)
@@ -25,7 +25,7 @@ TESTS[limits]="limits relay front_door restart"
 declare -A SKIP
 SKIP[limits]="real_clients"
 
-# Per file: caught / missed / unviable / timeout, as the README's table shows them. After an
+# Per file: caught / missed / unviable / timeout, as docs/testing.md's table shows them. After an
 # --iterate run, the last column counts what earlier runs caught or found unviable (not re-run).
 summarise() {
     local out=$1
