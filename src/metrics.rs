@@ -1,6 +1,6 @@
 //! Prometheus metrics (`metrics.listen`), in the OpenMetrics text format, on a unix socket or a
 //! loopback port; nothing listens unless configured. Counting costs a call a few hash lookups
-//! whether or not anything scrapes (the README gives the measured cost).
+//! whether or not anything scrapes (docs/performance.md gives the measured cost).
 //!
 //! Every label value comes from a bounded set: the CRI schema (service, method, field), the
 //! versions, the status codes, the configured endpoints, and executable names (callers are

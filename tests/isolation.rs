@@ -2,8 +2,8 @@
 //! `support/abuse.rs` at once — slow readers, unfinished header blocks, unfinished 16 MiB
 //! requests, large conversions — while well-behaved clients call `Version`. What must hold:
 //! every well-behaved call succeeds within its 2 s deadline, the daemon's RSS stays within its
-//! configured memory bound (plus what HTTP/2 windows and the conversion thread hold, see the
-//! README), and its fds come back once the abusers leave. The latency figures are printed;
+//! configured memory bound (plus what HTTP/2 windows and the conversion thread hold, see
+//! docs/install.md), and its fds come back once the abusers leave. The latency figures are printed;
 //! `benches/isolation.rs` measures them on the release binary.
 
 #[path = "support/abuse.rs"]
