@@ -27,7 +27,7 @@ pub const ANSWERS_FROM: usize = 1 << 20;
 type Job = Box<dyn FnOnce() + Send>;
 
 pub struct Offload {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Offload {
@@ -49,7 +49,7 @@ impl Offload {
                 tracing::warn!(%error, "cannot start a conversion thread");
             }
         }
-        Offload { jobs: Mutex::new(jobs) }
+        Offload { jobs }
     }
 
     /// Runs `work` on a conversion thread. `Err` says why the work gave no result.
@@ -59,8 +59,7 @@ impl Offload {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             let _ = result.send(outcome.map_err(|_| "the conversion panicked".to_string()));
         });
-        let sent = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job);
-        sent.map_err(|_| "no conversion thread is running".to_string())?;
+        self.jobs.send(job).map_err(|_| "no conversion thread is running".to_string())?;
         done.await.map_err(|_| "the conversion thread ended".to_string())?
     }
 }
