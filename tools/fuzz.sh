@@ -41,9 +41,17 @@ for target in $targets; do
   mkdir -p "$work"
   dirs=("$work" "fuzz/corpus/$target")
   [ -d "fuzz/regressions/$target" ] && dirs+=("fuzz/regressions/$target")
-  echo "== $target: ${seconds}s"
-  if ! cargo +nightly fuzz run -O -a "$target" "${dirs[@]}" -- \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1; then
+  # libFuzzer prints a line per new input (thousands a run): it goes to a log file, and only
+  # its final statistics, or its last lines after a crash, reach the console.
+  log=fuzz/target/logs/$target.log
+  mkdir -p fuzz/target/logs
+  if cargo +nightly fuzz run -O -a "$target" "${dirs[@]}" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    echo "== $target: ${seconds}s, ${runs:-?} inputs, no crash (log: $log)"
+  else
+    echo "== $target: CRASH (last lines of $log follow)"
+    tail -n 60 "$log"
     failed+=("$target")
   fi
 done
