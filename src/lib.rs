@@ -1,41 +1,47 @@
 //! cri-bridge: lets a kubelet and a container runtime that speak different versions of the
 //! Container Runtime Interface (v1alpha1, v1alpha2, v1) work together.
 //!
-//! # Layout
+//! # Floors, from the bottom up
 //!
-//! - [`api`]: the generated types, clients and servers of the three versions, and each version's
-//!   schema as a static table.
-//! - [`version`]: the `CriVersion` enum.
-//! - [`convert`]: generated field-by-field conversions with v1 as the hub, the hand-written
-//!   exceptions, the classification of lossable fields, loss reports, the loss policy and the
-//!   wire scan (unknown fields, fields beyond the runtime's revision).
-//! - [`grpc`]: gRPC at the byte level: the raw codec, a server routing every CRI path of the
-//!   enabled versions to one handler, a unix-socket client.
-//! - [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
-//!   them (any `:authority`, as grpc-go servers accept).
-//! - [`budget`]: the memory held for clients, bounded per connection and in all (used by the
-//!   front door, the relay and the forwarder alike).
-//! - [`backend`]: the runtime connection and version discovery (probe, re-probe on reconnect).
-//! - [`revision`]: which revision of its version a runtime speaks, what it does not act on, and
-//!   the features it reports.
-//! - [`runtime_config`]: the cgroup driver of a runtime that cannot answer `RuntimeConfig`
-//!   itself, from the config or the runtime's `Status` info (pure).
-//! - [`forward`]: the one forwarding path: what each call does (passthrough or convert, unary
-//!   and streaming), decided per RPC and backend version at start; each client connection's own
-//!   runtime connections; large conversions off the one thread; and cri-bridge's own questions
-//!   on the same socket (`probe`'s status, the callers report).
-//! - [`relay`]: the hot path's mechanics: HTTP/2 in and out with `h2` directly, connections to
-//!   the runtime, the answer relayed frame by frame.
-//! - [`memory`]: an in-memory CRI runtime serving any version (tests and the quick start).
-//! - [`frontend`]: the listening socket (mode, group, stale and live sockets).
-//! - [`config`]: the YAML file, CLI overrides, validation naming the key.
-//! - [`error`]: the proxy's errors and their gRPC status, in one place.
-//! - [`run`]: wiring it all together until shutdown; [`probe`]: `cri-bridge probe`.
-//! - [`callers`]: who is calling (peer credentials, executable, pod and container), per CRI
-//!   version: the migration report.
-//! - [`metrics`]: the Prometheus endpoint (`metrics.listen`) and what the hot path counts.
-//! - [`reload`]: `SIGHUP` re-reads the config file and applies what can change live.
-//! - [`systemd`]: readiness, watchdog and stopping, told to systemd (`Type=notify`).
+//! A module uses only the modules listed before it: those on floors below its own, and those to
+//! its left on its floor. What happens is told upward through small interfaces that the lower
+//! floor defines (`convert::policy::LossObserver`, `relay::serve::Calls`, `forward::Observer`,
+//! `forward::OwnCalls`), so the pure core never names an I/O module and the forwarding path
+//! never names its observers. `tests/layers.rs` holds the code to this list.
+//!
+//! 1. Schemas: [`api`], [`version`]
+//! 2. The pure core: [`runtime_config`], [`revision`], [`convert`]
+//! 3. Settings and failures: [`config`], [`error`]
+//! 4. I/O mechanics: [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
+//! 5. What a call means: [`forward`]
+//! 6. Observers and cri-bridge's own calls: [`callers`], [`metrics`], [`observers`], [`control`]
+//! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`]
+//!
+//! Why these floors:
+//! 1. The generated types and schemas of the three versions, and the `CriVersion` enum.
+//! 2. Bytes and schemas in, decisions out; no I/O, no tokio, no metrics, so it is tested and
+//!    fuzzed alone. [`runtime_config`]: the cgroup driver a runtime reports. [`revision`]: which
+//!    revision of its version a runtime speaks, what it does not act on, its features.
+//!    [`convert`]: generated conversions with v1 as the hub, the hand-written exceptions, the
+//!    classification of lossable fields, loss reports, the loss policy, the wire scan.
+//! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
+//!    proxy's errors and their gRPC status, in one place.
+//! 4. Generic over what a call means. [`budget`]: the memory held for clients, bounded per
+//!    connection and in all. [`front_door`]: a client connection's header blocks mended before
+//!    the HTTP/2 server parses them. [`grpc`]: gRPC at the byte level (codec, path router,
+//!    unix-socket client). [`frontend`]: the listening socket. [`relay`]: the hot path's
+//!    HTTP/2 in and out with `h2`, answers relayed frame by frame. [`backend`]: the runtime
+//!    connection and version discovery.
+//! 5. [`forward`]: the one forwarding path: per RPC and backend version, passthrough or convert,
+//!    unary and streaming; each client connection's own runtime connections; large conversions
+//!    off the one thread.
+//! 6. Told what happened. [`callers`]: who is calling, per CRI version (the migration report).
+//!    [`metrics`]: the Prometheus endpoint. [`observers`]: both, behind `forward::Observer`.
+//!    [`control`]: cri-bridge's own questions on the CRI socket (`probe`'s status, callers).
+//! 7. [`memory`]: an in-memory CRI runtime serving any version (tests, the quick start): a
+//!    runtime like any other, which nothing below names. [`systemd`]: readiness, watchdog,
+//!    stopping. [`reload`]: `SIGHUP` re-reads the config. [`run`]: wiring it all together until
+//!    shutdown. [`probe`]: `cri-bridge probe`.
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
 #![forbid(unsafe_code)]
@@ -45,6 +51,7 @@ pub mod backend;
 pub mod budget;
 pub mod callers;
 pub mod config;
+pub mod control;
 pub mod convert;
 pub mod error;
 pub mod forward;
@@ -53,6 +60,7 @@ pub mod frontend;
 pub mod grpc;
 pub mod memory;
 pub mod metrics;
+pub mod observers;
 pub mod probe;
 pub mod relay;
 pub mod reload;

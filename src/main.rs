@@ -113,7 +113,7 @@ fn main() -> ExitCode {
             let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             let asked = runtime.block_on(cri_bridge::probe::ask_bridge::<Vec<cri_bridge::callers::CallerReport>>(
                 &socket,
-                cri_bridge::forward::CALLERS_PATH,
+                cri_bridge::control::CALLERS_PATH,
             ));
             match asked {
                 Ok(Some(callers)) if json => {

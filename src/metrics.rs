@@ -215,10 +215,14 @@ impl Metrics {
         self.refused.get_or_create(&LimitLabels { limit }).inc();
     }
 
-    /// Marks a call in flight until the guard is dropped (also when its task is aborted).
-    pub fn in_flight(self: &Arc<Self>) -> InFlight {
+    /// A call is in flight until [`Metrics::call_ended`] (the forwarder's guard calls it
+    /// however the call ends, also when its task is aborted).
+    pub fn call_began(&self) {
         self.inflight.inc();
-        InFlight(self.clone())
+    }
+
+    pub fn call_ended(&self) {
+        self.inflight.dec();
     }
 
     /// The text a scrape answers: the counters, and the backends and callers as they are now.
@@ -259,15 +263,6 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
         text
-    }
-}
-
-/// A call in flight (see [`Metrics::in_flight`]).
-pub struct InFlight(Arc<Metrics>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.inflight.dec();
     }
 }
 

@@ -2,9 +2,9 @@
 //! directly or through cri-bridge.
 
 use crate::backend::{Backend, Pins, Role};
+use crate::control::{BridgeStatus, STATUS_PATH};
 use crate::convert::classes::{Class, Classified, FIELDS};
 use crate::error::Error;
-use crate::forward::{BridgeStatus, STATUS_PATH};
 use crate::revision::{Block, RuntimeProfile};
 use crate::version::CriVersion::{self, V1alpha1, V1alpha2, V1};
 use std::fmt;

@@ -4,10 +4,12 @@
 use crate::backend::{Backend, Pins, Role};
 use crate::callers::Callers;
 use crate::config::{Config, Endpoint};
+use crate::control::Control;
 use crate::convert::policy::LossPolicy;
 use crate::forward::Forwarder;
 use crate::frontend::{self, BindError};
 use crate::metrics::{Metrics, Scrape};
+use crate::observers::Observers;
 use crate::reload::{Live, Reloader};
 use crate::version::CriVersion;
 use std::future::Future;
@@ -194,8 +196,8 @@ pub async fn run_on(
             image.clone(),
             policy.clone(),
             &config,
-            metrics.clone(),
-            callers.clone(),
+            Arc::new(Observers { metrics: metrics.clone(), callers: callers.clone() }),
+            Arc::new(Control::new(runtime.clone(), image.clone(), &config.versions, callers.clone())),
             budget.clone(),
         ));
         // The runtime may still be away: it is found in the background, calls meanwhile are

@@ -1,7 +1,9 @@
-//! The conversion context: where in the message the conversion is, and what it has lost so far.
+//! The conversion context: where in the message the conversion is, and what it has lost so far;
+//! and the two traits the generated conversions are written in, which carry it.
 
-use super::{Convert, Loss, LossReason};
+use super::{Loss, LossReason};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// Carried through one conversion. Paths are kept as a stack of static names and only rendered
 /// into a string when a loss is recorded, so the common case (nothing lost) allocates nothing.
@@ -126,4 +128,40 @@ fn render(stack: &[Segment], last: &str) -> String {
 /// `Message.field` → `field`.
 fn field_name(qualified: &str) -> &str {
     qualified.rsplit('.').next().unwrap_or(qualified)
+}
+
+/// Converts one message into its counterpart in another version, recording losses in `cx`.
+pub trait Convert<T> {
+    fn convert(self, cx: &mut Cx) -> T;
+}
+
+/// Whether a field holds something other than its proto3 default (i.e. would be encoded).
+pub trait IsSet {
+    fn is_set(&self) -> bool;
+}
+
+macro_rules! is_set_by_default {
+    ($($t:ty),*) => { $(impl IsSet for $t { #[inline] fn is_set(&self) -> bool { *self != <$t>::default() } })* };
+}
+is_set_by_default!(bool, i32, i64, u32, u64, f32, f64, String);
+
+impl<T> IsSet for Vec<T> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl<T> IsSet for Option<T> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<K, V> IsSet for HashMap<K, V> {
+    #[inline]
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
 }

@@ -17,48 +17,11 @@ pub mod policy;
 pub mod rules;
 pub mod scan;
 
-pub use cx::Cx;
+pub use cx::{Convert, Cx, IsSet};
 pub use loss::{Loss, LossReason, MAX_DISTINCT};
 
 use crate::version::CriVersion;
 use prost::Message;
-use std::collections::HashMap;
-
-/// Converts one message into its counterpart in another version, recording losses in `cx`.
-pub trait Convert<T> {
-    fn convert(self, cx: &mut Cx) -> T;
-}
-
-/// Whether a field holds something other than its proto3 default (i.e. would be encoded).
-pub trait IsSet {
-    fn is_set(&self) -> bool;
-}
-
-macro_rules! is_set_by_default {
-    ($($t:ty),*) => { $(impl IsSet for $t { #[inline] fn is_set(&self) -> bool { *self != <$t>::default() } })* };
-}
-is_set_by_default!(bool, i32, i64, u32, u64, f32, f64, String);
-
-impl<T> IsSet for Vec<T> {
-    #[inline]
-    fn is_set(&self) -> bool {
-        !self.is_empty()
-    }
-}
-
-impl<T> IsSet for Option<T> {
-    #[inline]
-    fn is_set(&self) -> bool {
-        self.is_some()
-    }
-}
-
-impl<K, V> IsSet for HashMap<K, V> {
-    #[inline]
-    fn is_set(&self) -> bool {
-        !self.is_empty()
-    }
-}
 
 /// Whether encoded `UserNamespace` bytes (the same in v1alpha2 and v1) ask for the host user
 /// namespace with no mappings: what a runtime that ignores `userns_options` does anyway.

@@ -1,6 +1,8 @@
 //! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
 
+use super::failure::Failure;
 use super::offload::{ANSWERS_FROM, REQUESTS_FROM};
+use super::request_body::{read_request, read_request_body, CONTROL_REQUEST_LIMIT};
 use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
 use crate::budget::Charge;
@@ -10,41 +12,13 @@ use crate::relay::answer::{Answer, CallerGone};
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
 use crate::relay::upstream::{Unsent, Upstream, OWN_CALL};
 use crate::version::CriVersion;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderMap, HeaderName};
 use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
-
-/// Why a call ended without the runtime's own answer.
-enum Failure {
-    /// Answered with cri-bridge's status.
-    Status(Status),
-    /// The caller went away: there is no one to answer.
-    Gone,
-    /// The runtime reset its stream, and the caller's was reset the same way.
-    Reset,
-}
-
-impl From<Status> for Failure {
-    fn from(status: Status) -> Failure {
-        Failure::Status(status)
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(error: Error) -> Failure {
-        Failure::Status(error.into())
-    }
-}
-
-impl From<CallerGone> for Failure {
-    fn from(_: CallerGone) -> Failure {
-        Failure::Gone
-    }
-}
 
 /// The caller's headers that describe its own HTTP/2 request rather than the call (its body's
 /// `content-length` among them: a converted body has another length), or are set anew (the
@@ -71,11 +45,11 @@ impl Forwarder {
     ) -> bool {
         let (caller, session) = (&client.caller, &client.session);
         let started = Instant::now();
-        let _in_flight = self.metrics.in_flight();
+        let _in_flight = super::hooks::InFlight::begin(&*self.observer);
         let mut answer = Answer::new(respond, self.stalled_caller);
         let (head, body) = request.into_parts();
         let Some(method) = self.methods.get(head.uri.path()) else {
-            if let Some(json) = self.control.answer(head.uri.path()) {
+            if let Some(json) = self.own_calls.answer(head.uri.path()) {
                 // Read first: a caller whose body is cut off by the answer's end sees an error.
                 if answer.unless_gone(read_request_body(body, CONTROL_REQUEST_LIMIT)).await.is_ok() {
                     answer_control(&mut answer, json).await;
@@ -84,12 +58,12 @@ impl Forwarder {
             }
             let status = Status::unimplemented(format!("unknown service or method {}", head.uri.path()));
             answer.status(&status);
-            self.metrics.answered(None, None, status.code(), started.elapsed());
+            self.observer.answered(None, None, status.code(), started.elapsed());
             return false;
         };
         let rpc = method.rpc;
         // `cri-bridge probe` asks in every version: it is no caller to migrate.
-        if !(head.headers.contains_key(&OWN_CALL) && caller.peer.is_cri_bridge()) {
+        if !(head.headers.contains_key(&OWN_CALL) && caller.is_cri_bridge()) {
             caller.called(rpc.version);
         }
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
@@ -125,7 +99,7 @@ impl Forwarder {
                 (Code::Cancelled, false)
             }
         };
-        self.metrics.answered(Some(rpc), backend_version, code, started.elapsed());
+        self.observer.answered(Some(rpc), backend_version, code, started.elapsed());
         cancelled
     }
 
@@ -413,62 +387,6 @@ fn note_answer(backend: &Backend, code: Code) {
 /// The `grpc-status` of an answer's head or trailers.
 fn grpc_code(headers: &HeaderMap) -> Option<Code> {
     headers.get("grpc-status").map(|value| Code::from_bytes(value.as_bytes()))
-}
-
-/// Gathers the request's one message (with its prefix). A message that arrives in one DATA frame,
-/// as every client sends a CRI request, is taken without a copy. Nothing past the one message
-/// is held: more bytes end the call at once. Each chunk is held in `charge` before the client's
-/// window is given back for it: a client at its memory bound is held back by HTTP/2 itself.
-async fn read_request(rpc: Rpc, mut body: RecvStream, limit: usize, charge: &mut Charge) -> Result<Bytes, Failure> {
-    let what = || format!("the {} request", rpc.name());
-    let mut first: Option<Bytes> = None;
-    let mut gathered = BytesMut::new();
-    let mut meter = Meter::default();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|error| match error.is_reset() && error.is_remote() {
-            // The caller cancelled the call: there is no one to tell.
-            true => Failure::Gone,
-            false => Status::cancelled(format!("{}: {error}", what())).into(),
-        })?;
-        meter.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
-        charge.grow(chunk.len()).await;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        // A second message's prefix: the request is over before it is all read.
-        if meter.messages() > 1 {
-            return Err(Status::internal(format!("{}: more than one message in a unary request", what())).into());
-        }
-        if first.is_none() && gathered.is_empty() {
-            first = Some(chunk);
-        } else {
-            if let Some(earlier) = first.take() {
-                gathered.extend_from_slice(&earlier);
-            }
-            gathered.extend_from_slice(&chunk);
-        }
-    }
-    meter.finish().map_err(|error| error.into_status(&what()))?;
-    let frame = first.unwrap_or_else(|| gathered.freeze());
-    if frame.len() < PREFIX_LEN {
-        return Err(Status::internal(format!("{}: the body holds no message", what())).into());
-    }
-    Ok(frame)
-}
-
-/// The most a question of cri-bridge's own may carry (they carry nothing).
-const CONTROL_REQUEST_LIMIT: usize = 4096;
-
-/// Reads a request's body to its end, holding at most `limit` bytes.
-async fn read_request_body(mut body: RecvStream, limit: usize) -> Result<(), ()> {
-    let mut read = 0;
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(drop)?;
-        read += chunk.len();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        if read > limit {
-            return Err(());
-        }
-    }
-    Ok(())
 }
 
 /// Answers a question of cri-bridge's own: one JSON message, status OK.

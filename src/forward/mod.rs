@@ -9,26 +9,25 @@
 //! runtime's status comes back unchanged.
 
 mod call;
-mod control;
+mod failure;
+mod hooks;
 mod offload;
+mod request_body;
 mod session;
 
-pub use control::{BackendStatus, BridgeStatus, CALLERS_PATH, STATUS_PATH};
+pub use hooks::{ClientRecord, Observer, OwnCalls};
 pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
 use crate::budget::Budget;
-use crate::callers::Callers;
 use crate::config::Config;
 use crate::convert::policy::{LossPolicy, Side};
 use crate::convert::scan::{self, Limits};
 use crate::convert::{Cx, Route};
 use crate::error::Error;
 use crate::grpc::Rpc;
-use crate::metrics::Metrics;
 use crate::version::CriVersion;
 use bytes::Bytes;
-use control::Control;
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,9 +80,10 @@ pub struct Forwarder {
     budget: Budget,
     /// Where large messages are converted (`limits.conversion_threads`).
     offload: offload::Offload,
-    metrics: Arc<Metrics>,
+    /// Told what happened to each connection and call (metrics, the callers report).
+    observer: Arc<dyn Observer>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
-    control: Control,
+    own_calls: Arc<dyn OwnCalls>,
 }
 
 impl Forwarder {
@@ -94,8 +94,8 @@ impl Forwarder {
         image: Arc<Backend>,
         policy: Arc<LossPolicy>,
         config: &Config,
-        metrics: Arc<Metrics>,
-        callers: Arc<Callers>,
+        observer: Arc<dyn Observer>,
+        own_calls: Arc<dyn OwnCalls>,
         budget: Budget,
     ) -> Forwarder {
         let served = &config.versions;
@@ -108,7 +108,6 @@ impl Forwarder {
                 methods.insert(rpc.path(), Arc::new(Method { rpc, plans }));
             }
         }
-        let control = Control::new(runtime.clone(), image.clone(), served, callers);
         Forwarder {
             runtime,
             image,
@@ -119,23 +118,14 @@ impl Forwarder {
             stalled_caller: config.limits.stalled_caller,
             budget,
             offload: offload::Offload::new(config.limits.conversion_threads),
-            metrics,
-            control,
+            observer,
+            own_calls,
         }
     }
 
     /// The memory bound shared by every client connection.
     pub fn budget(&self) -> &Budget {
         &self.budget
-    }
-
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    /// Who has called, per connection.
-    pub fn callers(&self) -> &Arc<Callers> {
-        self.control.callers()
     }
 
     fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
@@ -186,7 +176,7 @@ impl Forwarder {
                 .map_err(|e| bad(e.to_string()))?;
             let mut cx = Cx::new();
             let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
-            self.metrics.converted(Side::Request, started.elapsed());
+            self.observer.converted(Side::Request, started.elapsed());
             losses.extend(cx.into_losses());
             let after = Limits { unknown: false, ..runtime };
             scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
@@ -220,7 +210,7 @@ impl Forwarder {
         if rpc.info.method == "Version" {
             converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
         }
-        self.metrics.converted(Side::Response, started.elapsed());
+        self.observer.converted(Side::Response, started.elapsed());
         Ok(converted.into())
     }
 }
@@ -298,7 +288,7 @@ impl crate::relay::serve::Calls for Forwarder {
     /// Who is at the other end (read once per connection), its own runtime connections, and
     /// its share of the memory bound (the front door's header blocks take from it too).
     fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::budget::Charge) {
-        let caller = self.callers().connected(crate::callers::Peer::of(stream));
+        let caller = self.observer.connected(stream);
         let session = Session::new(&self.runtime, &self.image, self.budget.connection());
         let held = session.budget.charge();
         (Arc::new(Client { caller, session }), held)
@@ -314,6 +304,6 @@ impl crate::relay::serve::Calls for Forwarder {
     }
 
     fn refused(&self, limit: &'static str) {
-        self.metrics.refused_connection(limit);
+        self.observer.refused_connection(limit);
     }
 }

@@ -4,13 +4,12 @@
 
 use crate::backend::Backend;
 use crate::budget::ConnectionBudget;
-use crate::callers::Caller;
 use crate::relay::upstream::Upstream;
 use std::sync::Arc;
 
 /// One client connection as the forwarder knows it: who is calling, and what it holds apart.
 pub struct Client {
-    pub caller: Arc<Caller>,
+    pub caller: Arc<dyn super::ClientRecord>,
     pub session: Session,
 }
 

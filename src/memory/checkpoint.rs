@@ -2,7 +2,8 @@
 //! `RestorePod` runs the pod and creates its containers from the configs it is given, as a
 //! runtime restoring a checkpoint would (the in-memory runtime keeps no checkpoint contents).
 
-use super::{missing, MemoryRuntime};
+use super::state::MemoryRuntime;
+use super::support::missing;
 use crate::api::v1;
 use tonic::Status;
 

@@ -4,7 +4,8 @@
 
 use super::codec::decode_request;
 use super::exec_sync::exec_sync_sleep;
-use super::{lock, MemoryRuntime, MessageStream};
+use super::state::{MemoryRuntime, MessageStream};
+use super::support::lock;
 use crate::convert::{Cx, Route};
 use crate::grpc::{ByteStream, CriServer, Handler, Rpc};
 use crate::version::CriVersion;
@@ -26,7 +27,7 @@ impl MemoryRuntime {
         self.calls.fetch_add(1, Ordering::Relaxed);
         *lock(&self.calls_by_method).entry(rpc.info.method).or_insert(0) += 1;
         lock(&self.metadata).insert(rpc.info.method, metadata.clone());
-        if let Some(id) = metadata.get(super::CALL_ID).and_then(|v| v.to_str().ok()) {
+        if let Some(id) = metadata.get(super::state::CALL_ID).and_then(|v| v.to_str().ok()) {
             lock(&self.call_ids).push(id.to_string());
         }
         metadata.get(TRACEPARENT).cloned()

@@ -1,7 +1,8 @@
 //! ExecSync: the fake's tiny shell, and `sleep` held against the caller's deadline.
 
 use super::codec::decode_request;
-use super::{missing, MemoryRuntime};
+use super::state::MemoryRuntime;
+use super::support::missing;
 use crate::api::v1;
 use crate::grpc::Rpc;
 use bytes::Bytes;

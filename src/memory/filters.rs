@@ -1,6 +1,7 @@
 //! The List* calls of pods, containers and their stats, filtered by ID, pod, state and labels.
 
-use super::{now_nanos, Container, MemoryRuntime, Sandbox};
+use super::state::{Container, MemoryRuntime, Sandbox};
+use super::support::now_nanos;
 use crate::api::v1;
 use std::collections::HashMap;
 use tonic::Status;

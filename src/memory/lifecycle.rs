@@ -2,9 +2,8 @@
 //! pod; Create, Start, Stop and Remove of a container), their statuses and updates, and finding
 //! them by ID.
 
-use super::{
-    json_string, missing, not_found, now_nanos, require, Container, MemoryRuntime, Sandbox, State, PRELOADED_IMAGES,
-};
+use super::state::{Container, MemoryRuntime, Sandbox, State, PRELOADED_IMAGES};
+use super::support::{json_string, missing, not_found, now_nanos, require};
 use crate::api::v1;
 use std::collections::HashMap;
 use tonic::Status;

@@ -1,6 +1,6 @@
 //! The calls about the runtime itself: Version, Status, UpdateRuntimeConfig and RuntimeConfig.
 
-use super::{MemoryRuntime, RUNTIME_NAME};
+use super::state::{MemoryRuntime, RUNTIME_NAME};
 use crate::api::v1;
 use crate::version::CriVersion;
 use std::collections::HashMap;

@@ -1,6 +1,7 @@
 //! Stats and metrics: plausible numbers for each container, summed for its pod.
 
-use super::{now_nanos, seed, u64_value, Container, MemoryRuntime, Sandbox, State, FS_MOUNTPOINT};
+use super::state::{Container, MemoryRuntime, Sandbox, State, FS_MOUNTPOINT};
+use super::support::{now_nanos, seed, u64_value};
 use crate::api::v1;
 use tonic::Status;
 

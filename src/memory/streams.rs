@@ -1,7 +1,8 @@
 //! What streams: the container events (GetContainerEvents), the Stream* calls (their List* a
 //! few items a message), and the URLs of the streaming server (Exec, Attach, PortForward).
 
-use super::{missing, now_nanos, Container, MemoryRuntime, MessageStream, Sandbox, State};
+use super::state::{Container, MemoryRuntime, MessageStream, Sandbox, State};
+use super::support::{missing, now_nanos};
 use crate::api::v1;
 use futures_util::stream::{self, StreamExt};
 use tokio::sync::broadcast;

@@ -1,6 +1,8 @@
 use super::*;
+use crate::api::v1;
 use futures_util::stream::StreamExt;
 use tonic::Code;
+use tonic::Status;
 
 fn pod_config(name: &str, labels: &[(&str, &str)]) -> v1::PodSandboxConfig {
     v1::PodSandboxConfig {

@@ -159,7 +159,7 @@ pub fn convert<S: prost::Message, T: prost::Message + Default>(
 /// The version cri-bridge speaks to its (first) runtime now, from its own status call; `None`
 /// while it does not answer or knows no version yet.
 pub async fn bridge_speaks(socket: &Path) -> Option<String> {
-    let status: cri_bridge::forward::BridgeStatus =
-        cri_bridge::probe::ask_bridge(socket, cri_bridge::forward::STATUS_PATH).await.ok()??;
+    let status: cri_bridge::control::BridgeStatus =
+        cri_bridge::probe::ask_bridge(socket, cri_bridge::control::STATUS_PATH).await.ok()??;
     status.backends[0].version.clone()
 }

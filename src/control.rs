@@ -8,6 +8,7 @@
 
 use crate::backend::Backend;
 use crate::callers::Callers;
+use crate::forward::OwnCalls;
 use crate::version::CriVersion;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -51,7 +52,9 @@ pub struct BackendStatus {
     pub runtime_config: Option<String>,
 }
 
-pub(super) struct Control {
+/// cri-bridge's own answers: the forwarder asks it (as [`OwnCalls`]) for any path that is no CRI
+/// method.
+pub struct Control {
     runtime: Arc<Backend>,
     /// `None`: the runtime serves images too.
     image: Option<Arc<Backend>>,
@@ -65,29 +68,10 @@ fn seconds(at: SystemTime) -> u64 {
 }
 
 impl Control {
-    pub(super) fn new(
-        runtime: Arc<Backend>,
-        image: Arc<Backend>,
-        served: &[CriVersion],
-        callers: Arc<Callers>,
-    ) -> Self {
+    pub fn new(runtime: Arc<Backend>, image: Arc<Backend>, served: &[CriVersion], callers: Arc<Callers>) -> Self {
         let image = (!Arc::ptr_eq(&runtime, &image)).then_some(image);
         let versions = served.iter().map(|v| v.as_str().to_string()).collect();
         Control { runtime, image, versions, callers, started: SystemTime::now() }
-    }
-
-    pub(super) fn callers(&self) -> &Arc<Callers> {
-        &self.callers
-    }
-
-    /// The answer to `path`, as JSON, when it is one of cri-bridge's own.
-    pub(super) fn answer(&self, path: &str) -> Option<Vec<u8>> {
-        let json = match path {
-            STATUS_PATH => serde_json::to_vec(&self.status()),
-            CALLERS_PATH => serde_json::to_vec(&self.callers.report()),
-            _ => return None,
-        };
-        Some(json.expect("serializing plain data"))
     }
 
     fn status(&self) -> BridgeStatus {
@@ -100,6 +84,17 @@ impl Control {
             versions: self.versions.clone(),
             backends,
         }
+    }
+}
+
+impl OwnCalls for Control {
+    fn answer(&self, path: &str) -> Option<Vec<u8>> {
+        let json = match path {
+            STATUS_PATH => serde_json::to_vec(&self.status()),
+            CALLERS_PATH => serde_json::to_vec(&self.callers.report()),
+            _ => return None,
+        };
+        Some(json.expect("serializing plain data"))
     }
 }
 
