@@ -65,6 +65,7 @@
 pub mod header_block;
 
 use crate::budget::Charge;
+use crate::http2::{MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE};
 use bytes::{Buf, BufMut, BytesMut};
 use header_block::{HeaderBlocks, Mended};
 use std::borrow::Cow;
@@ -84,10 +85,6 @@ const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
-/// The largest frame the server accepts before SETTINGS change it (RFC 9113 §4.2; hyper keeps it).
-const MAX_FRAME_SIZE: usize = 16_384;
-/// The largest decoded header list the HTTP/2 server accepts (`grpc::serve` sets it).
-pub const MAX_HEADER_LIST_SIZE: u32 = 1024 * 1024;
 /// The most bytes of frames one header block may take; past them the connection ends. A block
 /// gathered here is held whole until its last frame, so this is what one connection can make us
 /// hold. A header list the server accepts encodes within it (every field's encoding is at most
