@@ -96,7 +96,7 @@ impl Backend {
         Backend {
             endpoint,
             role,
-            upstream: Upstream::new(socket, crate::front_door::MAX_HEADER_LIST_SIZE),
+            upstream: Upstream::new(socket, crate::http2::MAX_HEADER_LIST_SIZE),
             max_message_size,
             pins: RwLock::new(pins),
             discovered: RwLock::new(None),

@@ -288,7 +288,7 @@ pub async fn serve<H: Handler>(
     // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a caller's
     // metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and still bounds
     // what one stream's header block can make us hold.
-    http2.max_header_list_size(crate::front_door::MAX_HEADER_LIST_SIZE);
+    http2.max_header_list_size(crate::http2::MAX_HEADER_LIST_SIZE);
     tokio::pin!(shutdown);
     // Held here, not detached: dropping this future (aborting its task) ends every connection
     // at once, as a killed process would (the fault tests kill a runtime so).

@@ -58,6 +58,7 @@ pub mod forward;
 pub mod front_door;
 pub mod frontend;
 pub mod grpc;
+pub mod http2;
 pub mod memory;
 pub mod metrics;
 pub mod observers;

@@ -72,7 +72,7 @@ const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// `Ok(None)`: what answers is not cri-bridge (it does not know the question).
 pub async fn ask_bridge<T: serde::de::DeserializeOwned>(socket: &Path, path: &str) -> Result<Option<T>, Error> {
     let endpoint = format!("unix://{}", socket.display());
-    let upstream = crate::relay::upstream::Upstream::new(socket.to_path_buf(), crate::front_door::MAX_HEADER_LIST_SIZE);
+    let upstream = crate::relay::upstream::Upstream::new(socket.to_path_buf(), crate::http2::MAX_HEADER_LIST_SIZE);
     match upstream.unary(path, &[], ASK_TIMEOUT, crate::config::DEFAULT_MAX_MESSAGE_SIZE).await {
         Ok(json) => serde_json::from_slice(&json).map(Some).map_err(|e| Error::Unreachable {
             endpoint,

@@ -1,4 +1,4 @@
-//! The load client of `benches/load.rs`: unary gRPC calls made with the h2 crate directly, over
+//! The load client of `benches/load/`: unary gRPC calls made with the h2 crate directly, over
 //! one HTTP/2 connection per peer, so that the client costs the same, and little, whatever it is
 //! talking to.
 

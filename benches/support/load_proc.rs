@@ -1,9 +1,10 @@
-//! The processes of `benches/load.rs` and what /proc says about them: child processes that go
+//! The processes of `benches/load/` and what /proc says about them: child processes that go
 //! away with the benchmark however it ends, CPU time of a process tree, memory, the machine.
 //!
 //! Every child is the bench binary itself, re-executed in a role chosen by [`ROLE`]: an
-//! in-memory runtime (see `load.rs`), or a guard that runs a program (cri-bridge, socat), prints
-//! its pid and kills it once the guard's stdin, a pipe from the benchmark, reaches end of file.
+//! in-memory runtime (see `load/memory_runtime.rs`), or a guard that runs a program (cri-bridge,
+//! socat), prints its pid and kills it once the guard's stdin, a pipe from the benchmark, reaches
+//! end of file.
 //! So a benchmark that is killed outright still takes its processes with it.
 
 use std::io::{BufRead, BufReader, Read, Write};

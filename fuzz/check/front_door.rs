@@ -19,7 +19,8 @@
 //!   scheduler rounds (a hang is a failure), and nothing panics.
 
 use super::Choices;
-use cri_bridge::front_door::{FrontDoor, Refused, MAX_CONTINUATIONS, MAX_CONTROL_FRAMES, MAX_HEADER_LIST_SIZE};
+use cri_bridge::front_door::{FrontDoor, Refused, MAX_CONTINUATIONS, MAX_CONTROL_FRAMES};
+use cri_bridge::http2::MAX_HEADER_LIST_SIZE;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};

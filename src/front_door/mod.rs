@@ -64,30 +64,22 @@
 /// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
 pub mod header_block;
 
+mod frame;
+mod gathering;
+#[cfg(test)]
+mod tests;
+
 use crate::budget::Charge;
-use bytes::{Buf, BufMut, BytesMut};
-use header_block::{HeaderBlocks, Mended};
-use std::borrow::Cow;
-use std::future::Future;
+use crate::http2::{MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE};
+use bytes::{Buf, BytesMut};
+use gathering::Block;
+use header_block::HeaderBlocks;
 use std::io;
-use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const FRAME_HEADER_LEN: usize = 9;
-const HEADERS: u8 = 0x1;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY: u8 = 0x20;
-/// The largest frame the server accepts before SETTINGS change it (RFC 9113 §4.2; hyper keeps it).
-const MAX_FRAME_SIZE: usize = 16_384;
-/// The largest decoded header list the HTTP/2 server accepts (`grpc::serve` sets it).
-pub const MAX_HEADER_LIST_SIZE: u32 = 1024 * 1024;
 /// The most bytes of frames one header block may take; past them the connection ends. A block
 /// gathered here is held whole until its last frame, so this is what one connection can make us
 /// hold. A header list the server accepts encodes within it (every field's encoding is at most
@@ -114,9 +106,6 @@ pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_BUFFER: usize = 64 * 1024;
 /// How much is read from the socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const ACK: u8 = 0x1;
 /// SETTINGS and PING frames a client may send in [`CONTROL_WINDOW`]: each costs the server an
 /// answer, and a flood of them holds the one thread every call runs on. Real clients send a few
 /// (grpc-go: its settings, keepalive and flow-control estimation pings).
@@ -183,50 +172,6 @@ pub enum Refused {
     NoRoom,
 }
 
-/// A header block whose HEADERS frame has come and whose END_HEADERS has not.
-struct Block {
-    stream_id: u32,
-    /// CONTINUATION frames without END_HEADERS so far.
-    continuations: usize,
-    /// Bytes of its frames so far.
-    size: usize,
-    /// When the door first waited for the rest of it.
-    waiting_since: Option<tokio::time::Instant>,
-    /// Its frames while gathered; `None` when they pass as they come (verbatim).
-    gathered: Option<Gathered>,
-}
-
-/// A header block's frames, held once: its HPACK bytes are read from them where they lie.
-struct Gathered {
-    end_stream: bool,
-    priority: Option<[u8; 5]>,
-    /// The HEADERS frame's length, header included; CONTINUATION frames follow it.
-    headers_len: usize,
-    /// Where the HEADERS frame's HPACK bytes lie: after pad length and priority, before padding.
-    first: Range<usize>,
-    /// The frames as received, handed on unchanged unless the block needs mending.
-    frames: BytesMut,
-}
-
-impl Gathered {
-    /// The block's HPACK bytes: borrowed from a lone HEADERS frame, joined from several.
-    fn fragment(&self) -> Cow<'_, [u8]> {
-        if self.frames.len() == self.headers_len {
-            return Cow::Borrowed(&self.frames[self.first.clone()]);
-        }
-        let mut joined = Vec::with_capacity(self.frames.len());
-        joined.extend_from_slice(&self.frames[self.first.clone()]);
-        let mut at = self.headers_len;
-        while at + FRAME_HEADER_LEN <= self.frames.len() {
-            let length = frame_length(&self.frames[at..]);
-            let start = at + FRAME_HEADER_LEN;
-            joined.extend_from_slice(&self.frames[start..start + length]);
-            at = start + length;
-        }
-        Cow::Owned(joined)
-    }
-}
-
 impl<S> FrontDoor<S> {
     pub fn new(inner: S) -> Self {
         FrontDoor {
@@ -276,207 +221,6 @@ impl<S> FrontDoor<S> {
         }
     }
 
-    /// Parses what `input` holds at its head; false when more bytes are needed.
-    fn parse(&mut self) -> bool {
-        if !self.preface_checked {
-            let seen = self.input.len().min(PREFACE.len());
-            if self.input[..seen] != PREFACE[..seen] {
-                // No frames to count in what follows: the server gets none of it.
-                self.refuse(Refused::NotHttp2);
-                return true;
-            }
-            if seen < PREFACE.len() {
-                return false;
-            }
-            self.preface_checked = true;
-            self.passthrough = PREFACE.len();
-            return true;
-        }
-        if self.input.len() < FRAME_HEADER_LEN {
-            return false;
-        }
-        let head = &self.input[..FRAME_HEADER_LEN];
-        let length = frame_length(head);
-        let (kind, flags) = (head[3], head[4]);
-        let stream_id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        let frame_len = FRAME_HEADER_LEN + length;
-        // Counted in every mode: a frame passes on only once its header has been read here.
-        if (kind == SETTINGS || kind == PING) && flags & ACK == 0 {
-            self.count_control_frame();
-            if self.refused.is_some() {
-                return true;
-            }
-        }
-        match &self.block {
-            Some(block) if kind == CONTINUATION && stream_id == block.stream_id => {
-                // A block's limits, read from frame headers alone: nothing past them is held
-                // here or handed to the server.
-                if flags & END_HEADERS == 0 && block.continuations >= MAX_CONTINUATIONS {
-                    self.refuse(Refused::TooManyContinuations);
-                    return true;
-                }
-                if block.size + frame_len > MAX_BLOCK {
-                    self.refuse(Refused::BlockTooLarge);
-                    return true;
-                }
-            }
-            // Only a CONTINUATION of its stream may follow an unfinished block, and none may
-            // come without one (RFC 9113 §6.10): the server answers either with its error.
-            Some(_) => {
-                self.give_up();
-                self.block = None;
-                self.passthrough = frame_len;
-                return true;
-            }
-            None if kind == CONTINUATION => {
-                self.give_up();
-                self.passthrough = frame_len;
-                return true;
-            }
-            None => {}
-        }
-        if kind != HEADERS && kind != CONTINUATION {
-            self.passthrough = frame_len;
-            return true;
-        }
-        // A frame of a block that goes on is held (here, or by the server when verbatim) until
-        // the block ends: within the connection's memory bound, or the connection ends.
-        let unfinished = self.block.is_some() || flags & END_HEADERS == 0;
-        if let (true, Some(held)) = (unfinished, self.held.as_mut()) {
-            if !held.try_grow(frame_len) {
-                self.refuse(Refused::NoRoom);
-                return true;
-            }
-        }
-        if self.verbatim || length > MAX_FRAME_SIZE {
-            // Passed on as it comes (an oversized one for the server to refuse), and the block
-            // followed for its limits only.
-            self.give_up();
-            self.follow(kind, flags, stream_id, frame_len);
-            self.passthrough = frame_len;
-            return true;
-        }
-        if self.input.len() < frame_len {
-            return false;
-        }
-        let frame = self.input.split_to(frame_len);
-        if kind == HEADERS {
-            self.take_headers(flags, stream_id, frame);
-        } else if let Some(block) = self.block.as_mut() {
-            block.size += frame_len;
-            if flags & END_HEADERS == 0 {
-                block.continuations += 1;
-            }
-            // Not verbatim: the block is gathered.
-            if let Some(gathered) = block.gathered.as_mut() {
-                gathered.frames.extend_from_slice(&frame);
-            }
-            if flags & END_HEADERS != 0 {
-                if let Some(gathered) = self.block.take().and_then(|b| b.gathered) {
-                    self.complete(stream_id, gathered);
-                }
-            }
-        }
-        true
-    }
-
-    /// A HEADERS frame read whole while no block is open: read at once when it ends its block,
-    /// or the start of the block gathered.
-    fn take_headers(&mut self, flags: u8, stream_id: u32, frame: BytesMut) {
-        if self_dependent(flags, stream_id, &frame[FRAME_HEADER_LEN..]) {
-            // h2 resets such a stream without decoding its block, so the server's table does
-            // not take the block's entries: neither does our copy of it.
-            self.output.extend_from_slice(&frame);
-            return;
-        }
-        let Some((first, priority)) = headers_layout(flags, &frame[FRAME_HEADER_LEN..]) else {
-            // Malformed: the server sees the frame as it came and answers with its error.
-            self.give_up();
-            self.output.extend_from_slice(&frame);
-            return;
-        };
-        let first = FRAME_HEADER_LEN + first.start..FRAME_HEADER_LEN + first.end;
-        let size = frame.len();
-        let gathered =
-            Gathered { end_stream: flags & END_STREAM != 0, priority, headers_len: size, first, frames: frame };
-        if flags & END_HEADERS != 0 {
-            self.complete(stream_id, gathered);
-        } else {
-            self.block =
-                Some(Block { stream_id, continuations: 0, size, waiting_since: None, gathered: Some(gathered) });
-        }
-    }
-
-    /// Follows a header frame passed on as it comes, for the limits of its block.
-    fn follow(&mut self, kind: u8, flags: u8, stream_id: u32, frame_len: usize) {
-        if flags & END_HEADERS != 0 {
-            self.block = None;
-            return;
-        }
-        match &mut self.block {
-            Some(block) => {
-                block.size += frame_len;
-                block.continuations += 1;
-            }
-            None if kind == HEADERS => {
-                self.block =
-                    Some(Block { stream_id, continuations: 0, size: frame_len, waiting_since: None, gathered: None });
-            }
-            None => {}
-        }
-    }
-
-    /// Reads a whole header block and queues it, mended if it needs to be, or as it came when it
-    /// cannot be decoded (the door turns verbatim).
-    fn complete(&mut self, stream_id: u32, gathered: Gathered) {
-        let mut encoded = std::mem::take(&mut self.encoded);
-        let mended = self.blocks.mend(&gathered.fragment(), &mut encoded);
-        match mended {
-            Ok(Mended::Unchanged) => self.output.extend_from_slice(&gathered.frames),
-            Ok(Mended::Rewritten) => {
-                if !self.reported {
-                    self.reported = true;
-                    tracing::debug!("mended a client's header block (an :authority not host[:port], or no :scheme)");
-                }
-                self.queue_block(stream_id, gathered.end_stream, gathered.priority, &encoded);
-            }
-            Err(_) => {
-                self.output.extend_from_slice(&gathered.frames);
-                self.verbatim = true;
-            }
-        }
-        if encoded.capacity() > KEEP_BUFFER {
-            encoded = Vec::new();
-        }
-        self.encoded = encoded;
-        self.output_large |= self.output.len() > KEEP_BUFFER;
-    }
-
-    /// Frames `encoded` as one HEADERS frame and as many CONTINUATION frames as needed.
-    fn queue_block(&mut self, stream_id: u32, end_stream: bool, priority: Option<[u8; 5]>, encoded: &[u8]) {
-        let priority = priority.as_ref().map_or(&[][..], |p| &p[..]);
-        let first_room = MAX_FRAME_SIZE - priority.len();
-        let (first, mut rest) = encoded.split_at(encoded.len().min(first_room));
-        let mut flags = if end_stream { END_STREAM } else { 0 };
-        if !priority.is_empty() {
-            flags |= PRIORITY;
-        }
-        if rest.is_empty() {
-            flags |= END_HEADERS;
-        }
-        self.output.reserve(encoded.len() + FRAME_HEADER_LEN * (2 + encoded.len() / MAX_FRAME_SIZE) + 5);
-        put_frame_header(&mut self.output, priority.len() + first.len(), HEADERS, flags, stream_id);
-        self.output.put_slice(priority);
-        self.output.put_slice(first);
-        while !rest.is_empty() {
-            let (chunk, tail) = rest.split_at(rest.len().min(MAX_FRAME_SIZE));
-            let flags = if tail.is_empty() { END_HEADERS } else { 0 };
-            put_frame_header(&mut self.output, chunk.len(), CONTINUATION, flags, stream_id);
-            self.output.put_slice(chunk);
-            rest = tail;
-        }
-    }
-
     /// Ends the connection: its reads fail from now on, and what it held goes.
     fn refuse(&mut self, why: Refused) {
         match why {
@@ -488,71 +232,6 @@ impl<S> FrontDoor<S> {
         self.block_timer = None;
         self.held = None;
     }
-
-    /// From here on the server gets header blocks as they came, starting with any block that
-    /// was being gathered (still followed for its limits).
-    fn give_up(&mut self) {
-        if let Some(gathered) = self.block.as_mut().and_then(|b| b.gathered.take()) {
-            self.output.extend_from_slice(&gathered.frames);
-            self.output_large |= self.output.len() > KEEP_BUFFER;
-        }
-        self.verbatim = true;
-    }
-
-    /// With the socket pending: whether a block has now been unfinished for [`BLOCK_TIMEOUT`]
-    /// (else the timer wakes the reader when it will have been).
-    fn block_timed_out(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(block) = &mut self.block else { return false };
-        let deadline = *block.waiting_since.get_or_insert_with(tokio::time::Instant::now) + BLOCK_TIMEOUT;
-        let timer = self.block_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if timer.deadline() != deadline {
-            timer.as_mut().reset(deadline);
-        }
-        timer.as_mut().poll(cx).is_ready()
-    }
-}
-
-/// The payload length in a frame header.
-fn frame_length(head: &[u8]) -> usize {
-    usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2])
-}
-
-/// Whether a HEADERS frame's priority names its own stream (RFC 9113 §5.3.1), as h2 reads it:
-/// after the pad length, before the padding is checked.
-fn self_dependent(flags: u8, stream_id: u32, payload: &[u8]) -> bool {
-    if flags & PRIORITY == 0 {
-        return false;
-    }
-    let start = usize::from(flags & PADDED != 0);
-    payload
-        .get(start..start + 5)
-        .is_some_and(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff == stream_id)
-}
-
-/// Where a HEADERS payload's HPACK bytes lie, between pad length + priority and padding, and its
-/// priority; `None` when its padding or priority does not fit in it.
-fn headers_layout(flags: u8, payload: &[u8]) -> Option<(Range<usize>, Option<[u8; 5]>)> {
-    let mut start = 0;
-    let mut pad = 0;
-    if flags & PADDED != 0 {
-        pad = usize::from(*payload.first()?);
-        start = 1;
-    }
-    let mut priority = None;
-    if flags & PRIORITY != 0 {
-        priority = Some(payload.get(start..start + 5)?.try_into().ok()?);
-        start += 5;
-    }
-    let end = payload.len().checked_sub(pad).filter(|end| *end >= start)?;
-    Some((start..end, priority))
-}
-
-fn put_frame_header(out: &mut BytesMut, length: usize, kind: u8, flags: u8, stream_id: u32) {
-    let length = length as u32;
-    out.put_slice(&length.to_be_bytes()[1..]);
-    out.put_u8(kind);
-    out.put_u8(flags);
-    out.put_u32(stream_id);
 }
 
 /// Copies as much of `from` as fits into `buf`.
@@ -633,95 +312,5 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FrontDoor<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        put_frame_header(&mut out, payload.len(), kind, flags, stream_id);
-        out.put_slice(payload);
-        out.to_vec()
-    }
-
-    /// What the door hands on from `bytes`, written by a client on a real socket that then
-    /// closes, and how the reading ended.
-    async fn through_socket(bytes: Vec<u8>) -> (Vec<u8>, io::Result<()>) {
-        let (mut client, server) = tokio::net::UnixStream::pair().unwrap();
-        // A client cut off early gets an error here; what the door did is the result below.
-        tokio::spawn(async move { client.write_all(&bytes).await });
-        let mut door = FrontDoor::new(server);
-        let mut out = Vec::new();
-        let mut buf = vec![0; 64 << 10];
-        let end = loop {
-            match door.read(&mut buf).await {
-                Ok(0) => break Ok(()),
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                Err(error) => break Err(error),
-            }
-        };
-        (out, end)
-    }
-
-    fn assert_ended(end: io::Result<()>, why: &str) {
-        let error = end.expect_err("the connection ends");
-        assert!(error.to_string().contains(why), "ended with {error:?}, expected {why:?}");
-    }
-
-    #[tokio::test]
-    async fn control_frames_are_counted_after_a_block_the_door_cannot_read() {
-        // An index beyond both tables: the door stops mending, and must still count.
-        let mut bytes = PREFACE.to_vec();
-        bytes.extend(frame(HEADERS, END_HEADERS, 1, &[0x80 | 0x7f, 0x7f]));
-        for _ in 0..MAX_CONTROL_FRAMES {
-            bytes.extend(frame(PING, 0, 0, &[0; 8]));
-        }
-        let (_, end) = through_socket(bytes).await;
-        assert_ended(end, "SETTINGS and PING");
-    }
-
-    #[tokio::test]
-    async fn a_block_of_more_continuation_frames_than_h2_takes_ends_the_connection() {
-        // h2 answers the 81st CONTINUATION without END_HEADERS with GOAWAY; tiny ones cost the
-        // door nothing to gather, so only a count stops them.
-        let mut bytes = PREFACE.to_vec();
-        bytes.extend(frame(HEADERS, 0, 1, &[0x82]));
-        for _ in 0..81 {
-            bytes.extend(frame(CONTINUATION, 0, 1, &[0x84]));
-        }
-        let (out, end) = through_socket(bytes.clone()).await;
-        assert_ended(end, "CONTINUATION");
-        assert_eq!(out, PREFACE, "nothing of the block is handed on");
-        // 80 of them are a block like any other.
-        bytes.truncate(bytes.len() - 10);
-        bytes.extend(frame(CONTINUATION, END_HEADERS, 1, &[0x86]));
-        let (out, end) = through_socket(bytes.clone()).await;
-        end.expect("a block of 80 CONTINUATION frames and a last one passes");
-        assert_eq!(out, bytes);
-    }
-
-    #[tokio::test]
-    async fn a_block_larger_than_the_server_takes_ends_the_connection_before_it_is_gathered() {
-        let mut bytes = PREFACE.to_vec();
-        let chunk = vec![b'v'; MAX_FRAME_SIZE];
-        bytes.extend(frame(HEADERS, 0, 1, &chunk));
-        // 1 MiB and a frame more.
-        for _ in 0..(MAX_HEADER_LIST_SIZE as usize / MAX_FRAME_SIZE) {
-            bytes.extend(frame(CONTINUATION, 0, 1, &chunk));
-        }
-        let (out, end) = through_socket(bytes).await;
-        assert_ended(end, "header block larger than");
-        assert_eq!(out, PREFACE, "nothing of the block is handed on");
-    }
-
-    #[tokio::test]
-    async fn bytes_that_are_not_http2_are_not_handed_on() {
-        let (out, end) = through_socket(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()).await;
-        assert_ended(end, "not an HTTP/2 connection");
-        assert!(out.is_empty(), "{out:?}");
     }
 }

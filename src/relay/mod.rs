@@ -20,7 +20,7 @@
 //! # The runtime model
 //!
 //! One thread (a current-thread tokio runtime; each stream still a task of its own), chosen on
-//! the load benchmark (`benches/load.rs`, 2-core machine, Version with 64 calls in flight on
+//! the load benchmark (`benches/load/`, 2-core machine, Version with 64 calls in flight on
 //! one connection, passthrough, one run each): proxy CPU per call 20.9 µs on one thread, 26.3 µs
 //! with one worker thread beside the accepting one, 34.5 µs with two workers, at about the same
 //! latency (p50 2.07, 1.95, 2.55 ms). With more threads every call's wake-ups cross threads

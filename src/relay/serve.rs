@@ -12,8 +12,9 @@
 use super::admission::Admission;
 use crate::budget::Charge;
 use crate::config::Limits;
-use crate::front_door::{FrontDoor, MAX_HEADER_LIST_SIZE};
+use crate::front_door::FrontDoor;
 use crate::grpc::DRAIN_TIMEOUT;
+use crate::http2::MAX_HEADER_LIST_SIZE;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;

@@ -1,0 +1,187 @@
+//! The peers the load client talks to, and the processes behind them: the in-memory runtimes,
+//! cri-bridge (this build's, `LOAD_BRIDGE_BIN`'s, `LOAD_COMPARE_BIN`'s), socat, and a real
+//! containerd (`LOAD_CONTAINERD`).
+
+use crate::load_proc::{self, Child};
+use crate::workload::Workload;
+use crate::{CONTAINERS, CONTAINERS_ENV, SOCKET_ENV, VERSION_ENV};
+use cri_bridge::CriVersion;
+use std::path::{Path, PathBuf};
+
+/// A socket the load client talks to, and the processes whose CPU time its calls cost.
+pub struct Peer {
+    pub name: String,
+    pub socket: PathBuf,
+    /// The client's protobuf package: `runtime.v1` or `runtime.v1alpha2`.
+    pub package: &'static str,
+    /// The peer this one is compared with.
+    pub baseline: Option<usize>,
+    /// The proxy process between client and runtime, if any.
+    pub proxy: Option<u32>,
+    pub runtime: Option<u32>,
+    pub workloads: &'static [Workload],
+    /// How many containers a full ListContainers returns, checked before measuring.
+    pub containers: usize,
+}
+
+/// Everything the benchmark started, stopped when dropped: processes first, then the temp dir.
+pub struct Setup {
+    pub peers: Vec<Peer>,
+    _children: Vec<Child>,
+    _dir: load_proc::TempDir,
+}
+
+fn start_runtime(dir: &Path, version: CriVersion) -> (Child, PathBuf) {
+    let socket = dir.join(format!("runtime-{}.sock", version.as_str()));
+    let envs = [
+        (SOCKET_ENV, socket.display().to_string()),
+        (VERSION_ENV, version.as_str().to_string()),
+        (CONTAINERS_ENV, CONTAINERS.to_string()),
+    ];
+    let mut child = Child::runtime(&format!("in-memory runtime {}", version.as_str()), &envs);
+    child.wait_for_socket(&socket);
+    (child, socket)
+}
+
+/// cri-bridge listening on `dir/<label>.sock`, forwarding to `backend`.
+fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option<&str>) -> (Child, PathBuf) {
+    // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
+    let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
+    start_bridge_binary(&binary, dir, label, backend, backend_version)
+}
+
+fn start_bridge_binary(
+    binary: &str,
+    dir: &Path,
+    label: &str,
+    backend: &Path,
+    backend_version: Option<&str>,
+) -> (Child, PathBuf) {
+    let socket = dir.join(format!("{label}.sock"));
+    let mut args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        socket.display().to_string(),
+        "--backend".into(),
+        format!("unix://{}", backend.display()),
+    ];
+    if let Some(version) = backend_version {
+        args.extend(["--backend-version".to_string(), version.to_string()]);
+    }
+    let log = dir.join(format!("{label}.log"));
+    let mut child = Child::guarded(&format!("cri-bridge {label}"), binary, &args, &log);
+    child.wait_for_socket(&socket);
+    (child, socket)
+}
+
+fn socat_installed() -> bool {
+    std::process::Command::new("socat").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+/// socat listening on `dir/<label>.sock`, relaying each connection to `backend`.
+fn start_socat(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
+    let socket = dir.join(format!("{label}.sock"));
+    let args = [format!("UNIX-LISTEN:{},fork", socket.display()), format!("UNIX-CONNECT:{}", backend.display())];
+    let mut child = Child::guarded(&format!("socat {label}"), "socat", &args, &dir.join(format!("{label}.log")));
+    child.wait_for_socket(&socket);
+    (child, socket)
+}
+
+pub fn start(containerd: Option<PathBuf>) -> Setup {
+    let dir = load_proc::TempDir::new("cri-bridge-load");
+    let mut children = Vec::new();
+    let mut peers = Vec::new();
+    let mut add = |peer: Peer| {
+        peers.push(peer);
+        peers.len() - 1
+    };
+    let peer = |name: &str, socket: PathBuf, baseline: Option<usize>, proxy: Option<u32>, runtime: Option<u32>| Peer {
+        name: name.to_string(),
+        socket,
+        package: "runtime.v1",
+        baseline,
+        proxy,
+        runtime,
+        workloads: Workload::selected(),
+        containers: CONTAINERS,
+    };
+
+    let (v1_runtime, v1_socket) = start_runtime(&dir.0, CriVersion::V1);
+    let (v1alpha2_runtime, v1alpha2_socket) = start_runtime(&dir.0, CriVersion::V1alpha2);
+    let (passthrough, passthrough_socket) = start_bridge(&dir.0, "bridge-passthrough", &v1_socket, None);
+    let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None);
+    let (v1_pid, v1alpha2_pid) = (Some(v1_runtime.pid), Some(v1alpha2_runtime.pid));
+
+    let direct_v1 = add(peer("direct v1", v1_socket.clone(), None, None, v1_pid));
+    add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
+    // The translating peer's baseline is pushed right after it.
+    let translating_index =
+        add(peer("translating v1->v1alpha2", translating_socket, None, Some(translating.pid), v1alpha2_pid));
+    let direct_v1alpha2 = add(Peer {
+        package: "runtime.v1alpha2",
+        ..peer("direct v1alpha2", v1alpha2_socket.clone(), None, None, v1alpha2_pid)
+    });
+    peers[translating_index].baseline = Some(direct_v1alpha2);
+    children.extend([passthrough, translating]);
+    // `LOAD_COMPARE_BIN`: the same two proxies from another build, measured in the same run.
+    if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
+        let (old_passthrough, old_passthrough_socket) =
+            start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None);
+        let (old_translating, old_translating_socket) =
+            start_bridge_binary(&binary, &dir.0, "compare-translating", &v1alpha2_socket, None);
+        peers.push(peer(
+            "compare passthrough v1->v1",
+            old_passthrough_socket,
+            Some(direct_v1),
+            Some(old_passthrough.pid),
+            v1_pid,
+        ));
+        peers.push(peer(
+            "compare translating v1->v1alpha2",
+            old_translating_socket,
+            Some(direct_v1alpha2),
+            Some(old_translating.pid),
+            v1alpha2_pid,
+        ));
+        children.extend([old_passthrough, old_translating]);
+    }
+    if socat_installed() {
+        let (socat, socat_socket) = start_socat(&dir.0, "socat", &v1_socket);
+        peers.push(peer("socat v1", socat_socket, Some(direct_v1), Some(socat.pid), v1_pid));
+        children.push(socat);
+    } else {
+        eprintln!("socat is not installed (e.g. apt-get install socat): skipping the `socat v1` peer");
+    }
+
+    if let Some(containerd) = containerd {
+        add_containerd_peers(&dir.0, &containerd, &mut peers, &mut children);
+    }
+    children.extend([v1_runtime, v1alpha2_runtime]);
+    Setup { peers, _children: children, _dir: dir }
+}
+
+/// A real containerd at `socket`: direct, through cri-bridge both ways, through socat.
+fn add_containerd_peers(dir: &Path, socket: &Path, peers: &mut Vec<Peer>, children: &mut Vec<Child>) {
+    let direct = peers.len();
+    let peer = |name: &str, socket: PathBuf, baseline: Option<usize>, proxy: Option<u32>| Peer {
+        name: format!("containerd {name}"),
+        socket,
+        package: "runtime.v1",
+        baseline,
+        proxy,
+        runtime: None,
+        workloads: Workload::VERSION_ONLY,
+        containers: 0,
+    };
+    peers.push(peer("direct v1", socket.to_path_buf(), None, None));
+    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"));
+    peers.push(peer("passthrough v1->v1", passthrough_socket, Some(direct), Some(passthrough.pid)));
+    let (translating, translating_socket) = start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"));
+    peers.push(peer("translating v1->v1alpha2", translating_socket, Some(direct), Some(translating.pid)));
+    children.extend([passthrough, translating]);
+    if socat_installed() {
+        let (socat, socat_socket) = start_socat(dir, "containerd-socat", socket);
+        peers.push(peer("socat v1", socat_socket, Some(direct), Some(socat.pid)));
+        children.push(socat);
+    }
+}

@@ -1,0 +1,301 @@
+//! The YAML configuration file, its defaults, and validation whose errors name the key.
+//! Every option is documented in `config.example.yaml`.
+//!
+//! The sections apart from `listen`, `max_message_size` and `loss_policy` are read in files of
+//! their own: `backend` and `emulate` (backend.rs), `limits` (limits.rs), `log` and `metrics`
+//! (log_and_metrics.rs); the command line's overrides in overrides.rs, and the bounds a file is
+//! held to before it is parsed in bounds.rs.
+
+mod backend;
+mod bounds;
+mod limits;
+mod log_and_metrics;
+mod overrides;
+
+pub use backend::Endpoint;
+pub use bounds::{MAX_CONFIG_BYTES, MAX_FLOW_OPENERS};
+pub use limits::Limits;
+pub use log_and_metrics::{LogFormat, MetricsListen};
+pub use overrides::Overrides;
+
+use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
+use bounds::check_yaml_bounds;
+use limits::LimitsFile;
+use log_and_metrics::{check_log_filter, LogFile, MetricsFile};
+
+use crate::convert::policy::Action;
+use crate::runtime_config::CgroupDriver;
+use crate::version::CriVersion;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The kubelet's default gRPC message size limit, each way.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("config: {message}")]
+    Syntax { message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, message: message.into() }
+}
+
+/// The file as written: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    listen: ListenFile,
+    #[serde(default)]
+    backend: BackendFile,
+    max_message_size: Option<usize>,
+    #[serde(default)]
+    loss_policy: HashMap<String, String>,
+    #[serde(default)]
+    log: LogFile,
+    #[serde(default)]
+    metrics: MetricsFile,
+    #[serde(default)]
+    limits: LimitsFile,
+    #[serde(default)]
+    emulate: EmulateFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenFile {
+    path: Option<PathBuf>,
+    mode: Option<String>,
+    group: Option<String>,
+    versions: Option<Vec<String>>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen_path: PathBuf,
+    /// Permission bits of the socket file.
+    pub listen_mode: u32,
+    /// Group owning the socket file (name or number).
+    pub listen_group: Option<String>,
+    /// Frontend versions served on the socket.
+    pub versions: Vec<CriVersion>,
+    pub backend: Endpoint,
+    pub image_backend: Option<Endpoint>,
+    /// `None`: discover (`auto`).
+    pub backend_version: Option<CriVersion>,
+    /// `backend.revision`: the Kubernetes minor whose CRI schema the runtime decodes (`None`:
+    /// from the runtime's `Version` answer and the revision table).
+    pub backend_revision: Option<u8>,
+    /// `backend.image_revision`: the same for a separate image endpoint.
+    pub image_revision: Option<u8>,
+    pub max_message_size: usize,
+    pub loss_policy: HashMap<String, Action>,
+    pub log_level: String,
+    pub log_format: LogFormat,
+    /// `metrics.listen`: `None` serves no metrics.
+    pub metrics_listen: Option<MetricsListen>,
+    pub limits: Limits,
+    /// `emulate.runtime_config.cgroup_driver`: the runtime's cgroup driver, for `RuntimeConfig`
+    /// when the runtime cannot answer it (`None`: read from the runtime's `Status` info).
+    pub cgroup_driver: Option<CgroupDriver>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen_path: PathBuf::from("/run/cri-bridge/cri-bridge.sock"),
+            listen_mode: 0o660,
+            listen_group: None,
+            versions: vec![CriVersion::V1, CriVersion::V1alpha2, CriVersion::V1alpha1],
+            backend: Endpoint::Memory,
+            image_backend: None,
+            backend_version: None,
+            backend_revision: None,
+            image_revision: None,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            loss_policy: HashMap::new(),
+            log_level: "info".to_string(),
+            log_format: LogFormat::Text,
+            metrics_listen: None,
+            limits: Limits::default(),
+            cgroup_driver: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        use std::io::Read;
+        let read_error = |source| ConfigError::Read { path: path.to_path_buf(), source };
+        // Read at most one byte past the limit: a file (or a FIFO, /dev/zero) is never held whole.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_CONFIG_BYTES as u64 + 1).read_to_string(&mut text))
+            .map_err(read_error)?;
+        Config::parse(&text).map_err(|e| match e {
+            ConfigError::Syntax { message } => ConfigError::Parse { path: path.to_path_buf(), message },
+            other => other,
+        })
+    }
+
+    /// Parses and validates YAML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        check_yaml_bounds(text)?;
+        // An empty file (or one of only comments) is the defaults.
+        let file: File = if text.trim().lines().all(|l| l.trim().is_empty() || l.trim().starts_with('#')) {
+            File::default()
+        } else {
+            serde_yaml::from_str(text).map_err(|e| ConfigError::Syntax { message: e.to_string() })?
+        };
+        let mut config = Config::default();
+        if let Some(path) = file.listen.path {
+            config.listen_path = path;
+        }
+        if let Some(mode) = file.listen.mode {
+            config.listen_mode = u32::from_str_radix(mode.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| invalid("listen.mode", format!("{mode:?} is not an octal permission like \"0660\"")))?;
+        }
+        config.listen_group = file.listen.group;
+        if let Some(versions) = file.listen.versions {
+            config.versions = versions
+                .iter()
+                .map(|v| v.parse().map_err(|e| invalid("listen.versions", format!("{e}"))))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(endpoint) = file.backend.endpoint {
+            config.backend = Endpoint::parse("backend.endpoint", &endpoint)?;
+        }
+        if let Some(endpoint) = file.backend.image_endpoint {
+            config.image_backend = Some(Endpoint::parse("backend.image_endpoint", &endpoint)?);
+        }
+        if let Some(version) = file.backend.version {
+            config.backend_version = parse_backend_version("backend.version", &version)?;
+        }
+        config.backend_revision = file.backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
+        config.image_revision =
+            file.backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
+        if let Some(size) = file.max_message_size {
+            config.max_message_size = size;
+        }
+        for (field, action) in file.loss_policy {
+            let action = action.parse().map_err(|e: String| invalid("loss_policy", format!("{field}: {e}")))?;
+            config.loss_policy.insert(field, action);
+        }
+        if let Some(level) = file.log.level {
+            config.log_level = level;
+        }
+        if let Some(format) = file.log.format {
+            config.log_format = match format.as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => return Err(invalid("log.format", format!("{other:?} is not text or json"))),
+            };
+        }
+        config.metrics_listen = file.metrics.listen.as_deref().map(MetricsListen::parse).transpose()?;
+        config.limits = Limits::read(file.limits)?;
+        config.cgroup_driver = file
+            .emulate
+            .runtime_config
+            .cgroup_driver
+            .map(|d| d.parse().map_err(|e: String| invalid(crate::runtime_config::CONFIG_KEY, e)))
+            .transpose()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_path.as_os_str().is_empty() {
+            return Err(invalid("listen.path", "must not be empty"));
+        }
+        if self.versions.is_empty() {
+            return Err(invalid("listen.versions", "at least one version must be served"));
+        }
+        if self.max_message_size < 4096 {
+            return Err(invalid(
+                "max_message_size",
+                format!("{} bytes is too small (at least 4096)", self.max_message_size),
+            ));
+        }
+        if self.image_backend == Some(Endpoint::Memory) && self.backend != Endpoint::Memory {
+            return Err(invalid(
+                "backend.image_endpoint",
+                "`memory` is only allowed when backend.endpoint is `memory` too",
+            ));
+        }
+        // Listening on the runtime's own socket would take it over (a stale-looking runtime socket
+        // is removed at bind) and make cri-bridge its own backend.
+        for (key, endpoint) in
+            [("backend.endpoint", Some(&self.backend)), ("backend.image_endpoint", self.image_backend.as_ref())]
+        {
+            if endpoint == Some(&Endpoint::Unix(self.listen_path.clone())) {
+                return Err(invalid(
+                    "listen.path",
+                    format!(
+                        "{} is also {key}: cri-bridge must listen on a socket of its own",
+                        self.listen_path.display()
+                    ),
+                ));
+            }
+        }
+        if self.limits.connections_per_uid > self.limits.connections {
+            return Err(invalid(
+                "limits.connections_per_uid",
+                format!(
+                    "{} is more than limits.connections ({})",
+                    self.limits.connections_per_uid, self.limits.connections
+                ),
+            ));
+        }
+        // A message is gathered and then converted: a connection must be able to hold both.
+        let (per_connection, message) = (self.limits.buffer_per_connection_bytes, self.max_message_size);
+        if per_connection < 2 * message {
+            return Err(invalid(
+                "limits.buffer_per_connection_mib",
+                format!(
+                    "{} MiB cannot hold a message of max_message_size ({message} bytes) twice",
+                    per_connection >> 20
+                ),
+            ));
+        }
+        if per_connection > self.limits.buffer_bytes {
+            return Err(invalid(
+                "limits.buffer_per_connection_mib",
+                format!(
+                    "{} MiB is more than limits.buffer_mib ({} MiB)",
+                    per_connection >> 20,
+                    self.limits.buffer_bytes >> 20
+                ),
+            ));
+        }
+        if let Some(MetricsListen::Unix(path)) = &self.metrics_listen {
+            let taken =
+                [Some(&self.listen_path), self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)];
+            if taken.contains(&Some(path)) {
+                return Err(invalid(
+                    "metrics.listen",
+                    format!("{} is a CRI socket: the metrics need a socket of their own", path.display()),
+                ));
+            }
+        }
+        for key in self.loss_policy.keys() {
+            crate::convert::policy::check_key(key).map_err(|e| invalid("loss_policy", e))?;
+        }
+        check_log_filter(&self.log_level)?;
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| invalid("log.level", format!("{:?}: {e}", self.log_level)))?;
+        Ok(())
+    }
+}
