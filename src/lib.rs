@@ -12,7 +12,7 @@
 //! 1. Schemas: [`api`], [`version`]
 //! 2. The pure core: [`runtime_config`], [`revision`], [`convert`]
 //! 3. Settings and failures: [`config`], [`error`]
-//! 4. I/O mechanics: [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
+//! 4. I/O mechanics: [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
 //! 5. What a call means: [`forward`]
 //! 6. Observers and cri-bridge's own calls: [`callers`], [`metrics`], [`observers`], [`control`]
 //! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`]
@@ -26,7 +26,8 @@
 //!    classification of lossable fields, loss reports, the loss policy, the wire scan.
 //! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
 //!    proxy's errors and their gRPC status, in one place.
-//! 4. Generic over what a call means. [`budget`]: the memory held for clients, bounded per
+//! 4. Generic over what a call means. [`http2`]: the HTTP/2 settings every connection shares.
+//!    [`budget`]: the memory held for clients, bounded per
 //!    connection and in all. [`front_door`]: a client connection's header blocks mended before
 //!    the HTTP/2 server parses them. [`grpc`]: gRPC at the byte level (codec, path router,
 //!    unix-socket client). [`frontend`]: the listening socket. [`relay`]: the hot path's

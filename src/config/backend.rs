@@ -1,7 +1,7 @@
 //! The `backend` and `emulate` sections: where the runtime is (`Endpoint`), which version and
 //! revision it is pinned to, and what cri-bridge answers for it (`emulate.*`).
 
-use super::{invalid, ConfigError};
+use super::error::{invalid, ConfigError};
 use crate::version::CriVersion;
 use serde::Deserialize;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! What a config file may be before the YAML parser reads it: its size and its nesting, both
 //! bounded so that a hostile or broken file cannot make parsing slow.
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// The largest config file read (a real one is a few KiB).
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;

@@ -1,7 +1,7 @@
 //! The `limits` section: what one client may hold and do, its defaults, and each key's
 //! validation (the checks against other sections are `Config::validate`'s).
 
-use super::{invalid, ConfigError};
+use super::error::{invalid, ConfigError};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,7 +1,7 @@
 //! The `log` and `metrics` sections: the log filter and format, and where the Prometheus
 //! endpoint listens.
 
-use super::{invalid, ConfigError};
+use super::error::{invalid, ConfigError};
 use serde::Deserialize;
 use std::path::PathBuf;
 

@@ -8,18 +8,21 @@
 
 mod backend;
 mod bounds;
+mod error;
 mod limits;
 mod log_and_metrics;
 mod overrides;
 
 pub use backend::Endpoint;
 pub use bounds::{MAX_CONFIG_BYTES, MAX_FLOW_OPENERS};
+pub use error::ConfigError;
 pub use limits::Limits;
 pub use log_and_metrics::{LogFormat, MetricsListen};
 pub use overrides::Overrides;
 
 use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
 use bounds::check_yaml_bounds;
+use error::invalid;
 use limits::LimitsFile;
 use log_and_metrics::{check_log_filter, LogFile, MetricsFile};
 
@@ -32,22 +35,6 @@ use std::path::{Path, PathBuf};
 
 /// The kubelet's default gRPC message size limit, each way.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("config file {}: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
-    #[error("config: {message}")]
-    Syntax { message: String },
-    #[error("config key `{key}`: {message}")]
-    Invalid { key: &'static str, message: String },
-}
-
-fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key, message: message.into() }
-}
 
 /// The file as written: every key optional, unknown keys refused.
 #[derive(Debug, Default, Deserialize)]
@@ -297,5 +284,25 @@ impl Config {
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| invalid("log.level", format!("{:?}: {e}", self.log_level)))?;
         Ok(())
+    }
+}
+
+impl Config {
+    /// Applies command-line overrides, then validates again.
+    pub fn apply(mut self, overrides: Overrides) -> Result<Config, ConfigError> {
+        if let Some(listen) = overrides.listen {
+            self.listen_path = listen;
+        }
+        if let Some(backend) = overrides.backend {
+            self.backend = Endpoint::parse("--backend", &backend)?;
+        }
+        if let Some(image) = overrides.image_backend {
+            self.image_backend = Some(Endpoint::parse("--image-backend", &image)?);
+        }
+        if let Some(version) = overrides.backend_version {
+            self.backend_version = parse_backend_version("--backend-version", &version)?;
+        }
+        self.validate()?;
+        Ok(self)
     }
 }

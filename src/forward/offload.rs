@@ -8,7 +8,7 @@
 //! caller may pack them with tiny fields (about 40 ns of conversion a byte at worst), so any
 //! request of some size goes off the thread. An answer's are the runtime's (a list: about 5 ns
 //! a byte), and the large ones are the kubelet's hot path: converted off the thread, a
-//! 1,000-container list (600 KiB) cost 2.4 ms more CPU (6.3 against 3.8 ms, `benches/load.rs`,
+//! 1,000-container list (600 KiB) cost 2.4 ms more CPU (6.3 against 3.8 ms, `benches/load/`,
 //! one run), because glibc's malloc gives a thread arena's memory back after each conversion and
 //! the next one faults it in again; in place it holds the thread 3 to 5 ms.
 //!

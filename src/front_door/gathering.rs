@@ -7,57 +7,11 @@ use super::frame::{
     FRAME_HEADER_LEN, HEADERS, PING, PREFACE, PRIORITY, SETTINGS,
 };
 use super::header_block::Mended;
-use super::{FrontDoor, Refused, BLOCK_TIMEOUT, KEEP_BUFFER, MAX_BLOCK, MAX_CONTINUATIONS};
+use super::{Block, FrontDoor, Gathered, Refused, BLOCK_TIMEOUT, KEEP_BUFFER, MAX_BLOCK, MAX_CONTINUATIONS};
 use crate::http2::MAX_FRAME_SIZE;
 use bytes::{BufMut, BytesMut};
-use std::borrow::Cow;
 use std::future::Future;
-use std::ops::Range;
 use std::task::Context;
-
-/// A header block whose HEADERS frame has come and whose END_HEADERS has not.
-pub(super) struct Block {
-    stream_id: u32,
-    /// CONTINUATION frames without END_HEADERS so far.
-    continuations: usize,
-    /// Bytes of its frames so far.
-    size: usize,
-    /// When the door first waited for the rest of it.
-    waiting_since: Option<tokio::time::Instant>,
-    /// Its frames while gathered; `None` when they pass as they come (verbatim).
-    gathered: Option<Gathered>,
-}
-
-/// A header block's frames, held once: its HPACK bytes are read from them where they lie.
-struct Gathered {
-    end_stream: bool,
-    priority: Option<[u8; 5]>,
-    /// The HEADERS frame's length, header included; CONTINUATION frames follow it.
-    headers_len: usize,
-    /// Where the HEADERS frame's HPACK bytes lie: after pad length and priority, before padding.
-    first: Range<usize>,
-    /// The frames as received, handed on unchanged unless the block needs mending.
-    frames: BytesMut,
-}
-
-impl Gathered {
-    /// The block's HPACK bytes: borrowed from a lone HEADERS frame, joined from several.
-    fn fragment(&self) -> Cow<'_, [u8]> {
-        if self.frames.len() == self.headers_len {
-            return Cow::Borrowed(&self.frames[self.first.clone()]);
-        }
-        let mut joined = Vec::with_capacity(self.frames.len());
-        joined.extend_from_slice(&self.frames[self.first.clone()]);
-        let mut at = self.headers_len;
-        while at + FRAME_HEADER_LEN <= self.frames.len() {
-            let length = frame_length(&self.frames[at..]);
-            let start = at + FRAME_HEADER_LEN;
-            joined.extend_from_slice(&self.frames[start..start + length]);
-            at = start + length;
-        }
-        Cow::Owned(joined)
-    }
-}
 
 impl<S> FrontDoor<S> {
     /// Parses what `input` holds at its head; false when more bytes are needed.

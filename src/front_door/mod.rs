@@ -72,9 +72,11 @@ mod tests;
 use crate::budget::Charge;
 use crate::http2::{MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE};
 use bytes::{Buf, BytesMut};
-use gathering::Block;
+use frame::{frame_length, FRAME_HEADER_LEN};
 use header_block::HeaderBlocks;
+use std::borrow::Cow;
 use std::io;
+use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -231,6 +233,50 @@ impl<S> FrontDoor<S> {
         self.block = None;
         self.block_timer = None;
         self.held = None;
+    }
+}
+
+/// A header block whose HEADERS frame has come and whose END_HEADERS has not.
+struct Block {
+    stream_id: u32,
+    /// CONTINUATION frames without END_HEADERS so far.
+    continuations: usize,
+    /// Bytes of its frames so far.
+    size: usize,
+    /// When the door first waited for the rest of it.
+    waiting_since: Option<tokio::time::Instant>,
+    /// Its frames while gathered; `None` when they pass as they come (verbatim).
+    gathered: Option<Gathered>,
+}
+
+/// A header block's frames, held once: its HPACK bytes are read from them where they lie.
+struct Gathered {
+    end_stream: bool,
+    priority: Option<[u8; 5]>,
+    /// The HEADERS frame's length, header included; CONTINUATION frames follow it.
+    headers_len: usize,
+    /// Where the HEADERS frame's HPACK bytes lie: after pad length and priority, before padding.
+    first: Range<usize>,
+    /// The frames as received, handed on unchanged unless the block needs mending.
+    frames: BytesMut,
+}
+
+impl Gathered {
+    /// The block's HPACK bytes: borrowed from a lone HEADERS frame, joined from several.
+    fn fragment(&self) -> Cow<'_, [u8]> {
+        if self.frames.len() == self.headers_len {
+            return Cow::Borrowed(&self.frames[self.first.clone()]);
+        }
+        let mut joined = Vec::with_capacity(self.frames.len());
+        joined.extend_from_slice(&self.frames[self.first.clone()]);
+        let mut at = self.headers_len;
+        while at + FRAME_HEADER_LEN <= self.frames.len() {
+            let length = frame_length(&self.frames[at..]);
+            let start = at + FRAME_HEADER_LEN;
+            joined.extend_from_slice(&self.frames[start..start + length]);
+            at = start + length;
+        }
+        Cow::Owned(joined)
     }
 }
 
