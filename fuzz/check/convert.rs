@@ -28,6 +28,7 @@
 //! answers (`response.rs`) under `convert/`, each conversion step (`step.rs`) against the
 //! schema difference (`schema_difference.rs`) and the way back (`way_back.rs`).
 
+mod direction;
 mod request;
 mod response;
 mod schema_difference;

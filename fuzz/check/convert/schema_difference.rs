@@ -3,7 +3,7 @@
 //! fields the hand-written rules convert.
 
 use super::super::wire_gen::{EnumDesc, Field, Kind, Msg, Schema, Val};
-use super::step::Dir;
+use super::direction::Dir;
 use cri_bridge::convert::rules::RULES;
 use cri_bridge::convert::LossReason;
 use cri_bridge::CriVersion;

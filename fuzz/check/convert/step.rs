@@ -2,45 +2,16 @@
 //! sends, the losses it reports, and what converting back gives.
 
 use super::super::decode::Decoded;
-use super::super::wire_gen::{schema, Msg, Schema};
+use super::super::wire_gen::{schema, Msg};
+use super::direction::{opposite, run_step, sides, Dir};
 use super::schema_difference::{claimed, schema_losses};
 use super::way_back::{expected_back, from_enum_loss};
 use super::{complete, show};
 use cri_bridge::convert::scan::{self, Limits};
-use cri_bridge::convert::{transcoders, Cx, Loss, LossReason, Transcoder, MAX_DISTINCT};
+use cri_bridge::convert::{Loss, LossReason, MAX_DISTINCT};
 use cri_bridge::CriVersion;
 
 const V1: CriVersion = CriVersion::V1;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Dir {
-    /// From the older version to v1.
-    Up,
-    /// From v1 to the older version.
-    Down,
-}
-
-pub(super) fn sides(old: CriVersion, dir: Dir) -> (&'static Schema, &'static Schema) {
-    match dir {
-        Dir::Up => (schema(old), schema(V1)),
-        Dir::Down => (schema(V1), schema(old)),
-    }
-}
-
-fn transcoder(old: CriVersion, name: &str) -> Result<&'static Transcoder, String> {
-    transcoders(old).iter().find(|t| t.message == name).ok_or_else(|| format!("no {old} transcoder for {name}"))
-}
-
-pub(super) fn run_step(old: CriVersion, dir: Dir, name: &str, bytes: &[u8]) -> Result<(Vec<u8>, Vec<Loss>), String> {
-    let t = transcoder(old, name)?;
-    let step = match dir {
-        Dir::Up => t.to_v1,
-        Dir::Down => t.from_v1,
-    };
-    let mut cx = Cx::new();
-    let out = step(bytes, &mut cx).map_err(|e| format!("{dir:?} step of {old} {name}: {e}"))?;
-    Ok((out, cx.into_losses()))
-}
 
 pub(super) fn render(version: CriVersion, name: &str, msg: &Msg) -> String {
     let s = schema(version);
@@ -171,11 +142,4 @@ fn check_step(
         ));
     }
     Ok(())
-}
-
-pub(super) fn opposite(dir: Dir) -> Dir {
-    match dir {
-        Dir::Up => Dir::Down,
-        Dir::Down => Dir::Up,
-    }
 }

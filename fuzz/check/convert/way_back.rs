@@ -3,8 +3,8 @@
 //! documented rules change it.
 
 use super::super::wire_gen::{Field, Kind, Msg, Schema, Val};
+use super::direction::{opposite, run_step, sides, Dir};
 use super::schema_difference::{carry, enums_of};
-use super::step::{opposite, run_step, sides, Dir};
 use cri_bridge::convert::{Loss, LossReason};
 use cri_bridge::CriVersion;
 
