@@ -21,7 +21,7 @@
 //! Special cases (each also documented where it is handled):
 //! - Seccomp/AppArmor: the generator makes string/profile pairs in every combination, consistent,
 //!   one-sided and contradictory (`Schema::fix_up`). The converter makes each pair consistent;
-//!   the expected value is the input normalised by the README's meaning table
+//!   the expected value is the input normalised by docs/conversion.md's meaning table
 //!   (`Schema::reconcile_profiles`, written from the table, not from the converter).
 //! - Enum numbers: the generator sometimes writes a number the enum does not define. Converting
 //!   it is a loss on every step that cannot name it, and it becomes the target's UNKNOWN/NOTREADY
@@ -127,7 +127,7 @@ fn show_losses(losses: &[Loss]) -> String {
 }
 
 /// What enum number `n` becomes from enum `from` to enum `to`, and whether that is a loss, by the
-/// rule the README states: the value of the same name; a number `from` does not name but `to`
+/// rule docs/conversion.md states: the value of the same name; a number `from` does not name but `to`
 /// does is kept (CRI never renumbered a value); anything else is lost, and becomes `to`'s
 /// UNKNOWN/NOTREADY value where it has one (an unknown state must not read as a real one), else
 /// keeps its number.

@@ -18,7 +18,7 @@
 //!   number in it is one the step reported; the runtime's scan of it (revision, features) works;
 //! - the losses reported are exactly the fields that differ: those of the schema difference
 //!   (fields the target lacks, enum values it cannot name, non-UTF-8 bytes for a string), and
-//!   converting back gives the input except exactly at the reported losses, modulo the README's
+//!   converting back gives the input except exactly at the reported losses, modulo docs/conversion.md's
 //!   documented rules (namespace defaults, seccomp/AppArmor reconciliation, the host user
 //!   namespace, v1alpha1 `info` values as JSON);
 //! - a route through v1 is its two steps; the loss count equals what the record holds;

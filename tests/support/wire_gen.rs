@@ -914,7 +914,7 @@ impl Schema {
         }
     }
 
-    /// What the converter makes of each seccomp/AppArmor pair, by the README's meaning table and
+    /// What the converter makes of each seccomp/AppArmor pair, by docs/conversion.md's meaning table and
     /// written from it, not from the converter: where a version has both forms, a profile with a
     /// known type wins and the string is rewritten to its form unless it already names the same
     /// profile (`docker/default` is seccomp's RuntimeDefault); a string alone that names a

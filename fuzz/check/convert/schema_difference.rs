@@ -23,7 +23,7 @@ pub(super) fn claimed(old: CriVersion, dir: Dir) -> Vec<(&'static str, &'static 
         .collect()
 }
 
-/// Enum number `n` of `from` in `to`, and whether that is a loss, as the README states it: the
+/// Enum number `n` of `from` in `to`, and whether that is a loss, as docs/conversion.md states it: the
 /// value of the same name; a number `from` does not name but `to` does stays (CRI never
 /// renumbered a value); anything else is lost and becomes `to`'s UNKNOWN/NOTREADY value where
 /// it has one (an unknown state must not read as a real one), else keeps its number.

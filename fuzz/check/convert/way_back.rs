@@ -78,7 +78,7 @@ pub(super) fn expected_back(
     Ok(expected)
 }
 
-/// The v1alpha1 rules of the README that change a message on the way there and back without a
+/// The v1alpha1 rules of docs/conversion.md that change a message on the way there and back without a
 /// loss, on node `m` (message `idx` of `s`, the side the step started from):
 /// - pod and container configs: an absent v1alpha1 `NamespaceOption` means private namespaces,
 ///   written out going up; so it comes back (up: present, all `false`; down: the private modes,
