@@ -27,12 +27,11 @@
 //! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
 //!    proxy's errors and their gRPC status, in one place.
 //! 4. Generic over what a call means. [`http2`]: the HTTP/2 settings every connection shares.
-//!    [`budget`]: the memory held for clients, bounded per
-//!    connection and in all. [`front_door`]: a client connection's header blocks mended before
-//!    the HTTP/2 server parses them. [`grpc`]: gRPC at the byte level (codec, path router,
-//!    unix-socket client). [`frontend`]: the listening socket. [`relay`]: the hot path's
-//!    HTTP/2 in and out with `h2`, answers relayed frame by frame. [`backend`]: the runtime
-//!    connection and version discovery.
+//!    [`budget`]: the memory held for clients, bounded per connection and in all.
+//!    [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
+//!    them. [`grpc`]: gRPC at the byte level (codec, path router, unix-socket client).
+//!    [`frontend`]: the listening socket. [`relay`]: the hot path's HTTP/2 in and out with `h2`,
+//!    answers relayed frame by frame. [`backend`]: the runtime connection and version discovery.
 //! 5. [`forward`]: the one forwarding path: per RPC and backend version, passthrough or convert,
 //!    unary and streaming; each client connection's own runtime connections; large conversions
 //!    off the one thread.
