@@ -26,6 +26,7 @@ pub fn generate(old: &Schema, v1: &Schema) -> Result<String, Vec<String>> {
     }
 
     let mut converted = Vec::new();
+    let mut same_table = String::new();
     for m in &old.messages {
         let Some(n) = v1.message(&m.name) else {
             if !VERSION_ONLY.iter().any(|v| v.version == version && v.message == m.name) {
@@ -40,6 +41,9 @@ pub fn generate(old: &Schema, v1: &Schema) -> Result<String, Vec<String>> {
         let pairs = pair_fields(old, m, v1, n, rule, &mut errors);
         out.push_str(&message_impl(&m.name, &pairs, rule, Direction::ToV1));
         out.push_str(&message_impl(&m.name, &pairs, rule, Direction::FromV1));
+        if rule.is_none() {
+            same_table.push_str(&same_fields(&m.name, &pairs));
+        }
         converted.push(m.name.clone());
     }
 
@@ -87,6 +91,11 @@ pub fn generate(old: &Schema, v1: &Schema) -> Result<String, Vec<String>> {
         writeln!(out, "    {name:?},").unwrap();
     }
     writeln!(out, "];\n").unwrap();
+
+    // For the byte-level copy (`convert::copy`): a message with no rule, and of its fields only
+    // those that are the same on both sides, is the same message on the wire.
+    writeln!(out, "/// Each message without a rule, and its fields that are the same in {version} and v1.").unwrap();
+    writeln!(out, "pub static SAME: &[crate::convert::copy::SameFields] = &[\n{same_table}];\n").unwrap();
 
     // Byte-level entry points by message name: the RPC table and the tests use these.
     writeln!(out, "/// Decode–convert–encode functions for each converted message, by short name.").unwrap();
@@ -187,6 +196,49 @@ fn same_field(old: &Schema, o: &Field, v1: &Schema, v: &Field) -> bool {
         _ => false,
     };
     o.name == v.name && o.label == v.label && same_kind
+}
+
+/// One `SameFields` entry: the fields of `message` that pair as the same on both sides, each with
+/// the wire type a decoder expects of it and, for an enum, the value maps each way.
+fn same_fields(message: &str, pairs: &[Pair]) -> String {
+    let mut fields = String::new();
+    for pair in pairs {
+        let Pair::Same(f) = pair else { continue };
+        // The walk checks a map's entries as strings: another map is left to the decode path.
+        if matches!(&f.label, Label::Map(k, v) if *k != Kind::Scalar("string") || *v != Kind::Scalar("string")) {
+            continue;
+        }
+        let scalar_wire = |scalar: &str| match scalar {
+            "string" | "bytes" => 2,
+            "double" | "fixed64" | "sfixed64" => 1,
+            "float" | "fixed32" | "sfixed32" => 5,
+            _ => 0,
+        };
+        let (wire, packable) = match (&f.kind, &f.label) {
+            (_, Label::Map(..)) | (Kind::Message(_), _) => (2, false),
+            (Kind::Scalar(s), Label::Repeated) => (scalar_wire(s), scalar_wire(s) != 2),
+            (Kind::Scalar(s), Label::Single) => (scalar_wire(s), false),
+            (Kind::Enum(_), Label::Repeated) => (0, true),
+            (Kind::Enum(_), Label::Single) => (0, false),
+        };
+        // What a decoder checks inside the bytes: strings are UTF-8 (maps hold strings only).
+        let utf8 = matches!(f.kind, Kind::Scalar("string")) && !matches!(f.label, Label::Map(..));
+        let map = matches!(f.label, Label::Map(..));
+        let enums = match &f.kind {
+            Kind::Enum(e) => {
+                let e = snake_ident(e);
+                format!("Some((enum_{e}_to_v1, enum_{e}_from_v1))")
+            }
+            _ => "None".to_string(),
+        };
+        writeln!(
+            fields,
+            "        crate::convert::copy::SameField {{ number: {}, wire: {wire}, packable: {packable}, utf8: {utf8}, map: {map}, enums: {enums} }},",
+            f.number
+        )
+        .unwrap();
+    }
+    format!("    crate::convert::copy::SameFields {{ message: {message:?}, fields: &[\n{fields}    ] }},\n")
 }
 
 fn type_name(f: &Field) -> String {

@@ -23,7 +23,8 @@
 //!    fuzzed alone. [`runtime_config`]: the cgroup driver a runtime reports. [`revision`]: which
 //!    revision of its version a runtime speaks, what it does not act on, its features.
 //!    [`convert`]: generated conversions with v1 as the hub, the hand-written exceptions, the
-//!    classification of lossable fields, loss reports, the loss policy, the wire scan.
+//!    bytes of a message the same on both sides passed as they are, the classification of
+//!    lossable fields, loss reports, the loss policy, the wire scan.
 //! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
 //!    proxy's errors and their gRPC status, in one place.
 //! 4. Generic over what a call means. [`http2`]: the HTTP/2 settings every connection shares.

@@ -3,6 +3,8 @@
 //! - `generated` (from `build.rs`): field-by-field conversions between each older version and v1,
 //!   as `Convert` impls, plus a decode–convert–encode `Transcoder` for every message.
 //! - `rules` + `exceptions`: the hand-written part, for fields whose meaning differs.
+//! - `copy`: a message that is the same on both sides passes as its bytes, checked by one walk;
+//!   `Route::convert` takes it, and falls back to the decode path for anything else.
 //! - `cx` and `loss`: each conversion reports what it could not carry, as field paths.
 //! - `classes`: every lossable request field as security, behaviour or advisory, with why.
 //! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
@@ -10,6 +12,7 @@
 //!   runtime's revision would not act on.
 
 pub mod classes;
+pub mod copy;
 mod cx;
 mod exceptions;
 mod loss;
@@ -22,6 +25,7 @@ pub use loss::{Loss, LossReason, MAX_DISTINCT};
 
 use crate::version::CriVersion;
 use prost::Message;
+use std::borrow::Cow;
 
 /// Whether encoded `UserNamespace` bytes (the same in v1alpha2 and v1) ask for the host user
 /// namespace with no mappings: what a runtime that ignores `userns_options` does anyway.
@@ -71,6 +75,16 @@ pub fn transcoders(version: CriVersion) -> &'static [Transcoder] {
     }
 }
 
+/// The messages of `version` without a rule, and their fields that are the same in v1 (for
+/// `copy`; none for v1 itself).
+fn same_fields(version: CriVersion) -> &'static [copy::SameFields] {
+    match version {
+        CriVersion::V1alpha1 => generated::v1alpha1::SAME,
+        CriVersion::V1alpha2 => generated::v1alpha2::SAME,
+        CriVersion::V1 => &[],
+    }
+}
+
 /// One step of a conversion path from one version to another.
 #[derive(Clone, Copy)]
 pub struct Step(TranscodeFn);
@@ -80,6 +94,9 @@ pub struct Step(TranscodeFn);
 #[derive(Clone)]
 pub struct Route {
     steps: Vec<Step>,
+    /// For one step: the table and message index that let the bytes pass as they are when the
+    /// message is the same on both sides (`copy`).
+    copy: Option<(&'static copy::CopyTable, usize)>,
 }
 
 impl Route {
@@ -95,12 +112,19 @@ impl Route {
                 steps.push(Step(find(to)?.from_v1));
             }
         }
-        Some(Route { steps })
+        let copy = match (from, to) {
+            (old, CriVersion::V1) | (CriVersion::V1, old) if old != CriVersion::V1 => {
+                let index = from.schema().message_index(name)?;
+                copy::CopyTable::of(old, to == CriVersion::V1, same_fields(old)).map(|table| (table, index))
+            }
+            _ => None,
+        };
+        Some(Route { steps, copy })
     }
 
     /// The route that changes nothing.
     pub fn identity() -> Route {
-        Route { steps: Vec::new() }
+        Route { steps: Vec::new(), copy: None }
     }
 
     /// True when the bytes pass unchanged.
@@ -108,7 +132,19 @@ impl Route {
         self.steps.is_empty()
     }
 
-    /// Runs the route over `bytes`, recording losses in `cx`.
+    /// Converts `bytes`: as they are when the route is one step and they are the same message on
+    /// both sides (see `copy`), else by [`Route::run`]. Either way the other side decodes the same
+    /// message, and `cx` holds the same losses (a copy has none).
+    pub fn convert<'a>(&self, bytes: &'a [u8], cx: &mut Cx) -> Result<Cow<'a, [u8]>, prost::DecodeError> {
+        if let Some((table, index)) = self.copy {
+            if table.carries(index, bytes) {
+                return Ok(Cow::Borrowed(bytes));
+            }
+        }
+        self.run(bytes, cx).map(Cow::Owned)
+    }
+
+    /// Runs the route over `bytes` by decoding, converting and encoding, recording losses in `cx`.
     pub fn run(&self, bytes: &[u8], cx: &mut Cx) -> Result<Vec<u8>, prost::DecodeError> {
         let Some((first, rest)) = self.steps.split_first() else {
             return Ok(bytes.to_vec());

@@ -29,6 +29,7 @@ use crate::grpc::Rpc;
 use crate::version::CriVersion;
 use bytes::Bytes;
 use prost::Message;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -175,13 +176,17 @@ impl Forwarder {
             scan::scan(rpc.version.schema(), plan.request_index, body, Limits::UNKNOWN_ONLY, &mut losses)
                 .map_err(|e| bad(e.to_string()))?;
             let mut cx = Cx::new();
-            let converted = plan.request.run(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            // The same message on both sides passes as it came (`convert::copy`).
+            let converted = plan.request.convert(body, &mut cx).map_err(|e| bad(e.to_string()))?;
             self.observer.converted(Side::Request, started.elapsed());
             losses.extend(cx.into_losses());
             let after = Limits { unknown: false, ..runtime };
             scan::scan(backend_schema, plan.backend_request_index, &converted, after, &mut losses)
                 .map_err(|e| bad(e.to_string()))?;
-            Some(converted)
+            match converted {
+                Cow::Borrowed(_) => None,
+                Cow::Owned(converted) => Some(converted),
+            }
         };
         if !losses.is_empty() {
             self.policy.apply(Side::Request, &rpc.name(), &profile.runtime, losses)?;
@@ -205,13 +210,18 @@ impl Forwarder {
         };
         let started = std::time::Instant::now();
         let mut cx = Cx::counting();
-        let mut converted = plan.response.run(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
+        let converted = plan.response.convert(&body, &mut cx).map_err(|e| bad(e.to_string()))?;
         self.policy.count_response_losses(cx.loss_count());
+        // The same message on both sides passes as it came (`convert::copy`), without a copy.
+        let mut converted = match converted {
+            Cow::Borrowed(_) => body.clone(),
+            Cow::Owned(converted) => converted.into(),
+        };
         if rpc.info.method == "Version" {
-            converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?;
+            converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?.into();
         }
         self.observer.converted(Side::Response, started.elapsed());
-        Ok(converted.into())
+        Ok(converted)
     }
 }
 

@@ -605,7 +605,16 @@ fn read_scalar(kind: Kind, buf: &mut &[u8]) -> Result<Val, String> {
         *buf = rest;
         Ok(Val::F64(u64::from_le_bytes(b.try_into().unwrap())))
     } else {
-        Ok(Val::Varint(decode_varint(buf).map_err(|e| e.to_string())?))
+        let v = decode_varint(buf).map_err(|e| e.to_string())?;
+        // As decoders read a varint of each type: a 32-bit number is the low 32 bits (an int32 or
+        // enum sign-extended, as it is encoded), a bool is whether it is non-zero. A generated
+        // input is already in this form; bytes from elsewhere (a copy) may not be.
+        Ok(Val::Varint(match kind {
+            Kind::Int32 | Kind::Enum(_) => i64::from(v as i32) as u64,
+            Kind::Uint32 => u64::from(v as u32),
+            Kind::Bool => u64::from(v != 0),
+            _ => v,
+        }))
     }
 }
 
