@@ -12,11 +12,14 @@
 //! kubelet-shaped `ListContainers` answer copies whole. A field the target lacks, or an enum
 //! value without its counterpart, goes to the decode path, which reports the loss.
 //!
-//! `PROPTEST_CASES` sets the cases per message and direction (default 64).
+//! The check itself is `fuzz/check/copy.rs`, which the `copy` fuzz target runs on arbitrary
+//! bytes. `PROPTEST_CASES` sets the cases per message and direction (default 64).
 
-#[path = "support/wire_gen.rs"]
-mod wire_gen;
+#[path = "../fuzz/check/mod.rs"]
+mod check;
 
+use check::copy::same_at_the_other_side;
+use check::wire_gen::{schema, Rng};
 use cri_bridge::api::{v1, v1alpha2};
 use cri_bridge::convert::generated::{v1alpha1, v1alpha2 as generated_v1alpha2};
 use cri_bridge::convert::{Cx, Route};
@@ -24,38 +27,11 @@ use cri_bridge::CriVersion;
 use prost::Message;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use wire_gen::{schema, Rng};
 
 const V1: CriVersion = CriVersion::V1;
 
 fn cases() -> u64 {
     std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64)
-}
-
-/// What one input showed: whether the bytes were copied, and whether that was right.
-fn check(route: &Route, to: CriVersion, name: &str, bytes: &[u8]) -> Result<bool, String> {
-    let mut copy_cx = Cx::new();
-    let copied = matches!(route.convert(bytes, &mut copy_cx), Ok(Cow::Borrowed(_)));
-    if !copied {
-        return Ok(false);
-    }
-    let mut cx = Cx::new();
-    let converted = route.run(bytes, &mut cx).map_err(|e| format!("copied, but the decode path fails: {e}"))?;
-    if cx.loss_count() > 0 {
-        return Err(format!("copied, but the decode path reports losses: {:?}", cx.into_losses()));
-    }
-    let target = schema(to);
-    let index = target.index(name);
-    let as_copied = target.decode(index, bytes).map_err(|e| format!("the copy does not decode as {to}: {e}"))?;
-    let as_converted = target.decode(index, &converted).map_err(|e| format!("the decode path's output: {e}"))?;
-    if as_copied != as_converted {
-        return Err(format!(
-            "the two paths differ at the other side\n  copied:    {}\n  converted: {}",
-            target.render(index, &as_copied),
-            target.render(index, &as_converted)
-        ));
-    }
-    Ok(true)
 }
 
 /// Runs `check` over every converted message of `old`, in the direction given; returns how many
@@ -86,7 +62,7 @@ fn every_message(old: CriVersion, to_v1: bool, mutate: bool) -> (u64, u64) {
                 }
             }
             total += 1;
-            match check(&route, to, name, &bytes) {
+            match same_at_the_other_side(&route, to, name, &bytes) {
                 Ok(true) => copied += 1,
                 Ok(false) => {}
                 Err(why) => failures.push(format!("{from} → {to} {name}, case {case}, bytes {bytes:02x?}: {why}")),

@@ -92,3 +92,8 @@ fn header_block() {
 fn config() {
     replay("config");
 }
+
+#[test]
+fn copy() {
+    replay("copy");
+}

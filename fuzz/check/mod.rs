@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod convert;
+pub mod copy;
 pub mod decode;
 pub mod framing;
 pub mod front_door;
@@ -34,6 +35,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("front_door", front_door::run),
     ("header_block", header_block::run),
     ("config", config::run),
+    ("copy", copy::run),
 ];
 
 /// The input read as a sequence of choices, then the rest as the payload. Past the end every
