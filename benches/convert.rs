@@ -1,6 +1,8 @@
 //! Conversion cost against a plain prost decode + encode of the same bytes (the baseline), for
 //! the messages the issue names, in each direction. After the measurements it prints each
-//! conversion's time as a ratio of its baseline (target: within 1.5×).
+//! conversion's time as a ratio of its baseline (target: within 1.5×), and what the hot path's
+//! `Route::convert` costs: the bytes passed as they are when the message is the same on both
+//! sides (one walk), else the walk that found it is not and then the decode path.
 //!
 //! Inputs are built from the schema itself: every field set (repeated fields twice, maps with two
 //! entries), so no field escapes the measurement; the lists hold 1,000 such entries.
@@ -165,6 +167,12 @@ fn main() {
                 route.run(black_box(&case.input), &mut cx).unwrap()
             })
         });
+        group.bench_function("Route::convert", |b| {
+            b.iter(|| {
+                let mut cx = if case.response { Cx::counting() } else { Cx::new() };
+                route.convert(black_box(&case.input), &mut cx).unwrap().len()
+            })
+        });
         group.finish();
     }
     criterion.final_summary();
@@ -179,23 +187,32 @@ fn losses(case: &Case) -> usize {
     cx.loss_count()
 }
 
+/// Whether the hot path passes the case's bytes as they are (the message is the same on both sides).
+fn copied(case: &Case) -> bool {
+    let route = Route::new(case.message, case.from, case.to).unwrap();
+    matches!(route.convert(&case.input, &mut Cx::new()), Ok(std::borrow::Cow::Borrowed(_)))
+}
+
 /// Prints convert / baseline for each case, from criterion's saved estimates.
 fn print_ratios(cases: &[&Case]) {
     let means = estimates::criterion_means();
     let mean = |group: &str, function: &str| means.get(&(group.to_string(), function.to_string())).copied();
     println!(
-        "\n{:<48} {:>14} {:>14} {:>7} {:>7}",
-        "conversion (decode, convert, encode)", "baseline", "convert", "ratio", "losses"
+        "\n{:<48} {:>14} {:>14} {:>7} {:>7} {:>16} {:>7}",
+        "conversion (decode, convert, encode)", "baseline", "convert", "ratio", "losses", "Route::convert", "copied"
     );
     for case in cases {
+        let hot = mean(&case.name, "Route::convert");
         match (mean(&case.name, "baseline decode+encode"), mean(&case.name, "convert")) {
             (Some(base), Some(conv)) => println!(
-                "{:<48} {:>11.1} µs {:>11.1} µs {:>6.2}× {:>7}",
+                "{:<48} {:>11.1} µs {:>11.1} µs {:>6.2}× {:>7} {:>13.1} µs {:>7}",
                 case.name,
                 base / 1000.0,
                 conv / 1000.0,
                 conv / base,
-                losses(case)
+                losses(case),
+                hot.unwrap_or(f64::NAN) / 1000.0,
+                if copied(case) { "yes" } else { "no" }
             ),
             _ => println!("{:<48} (no estimates found)", case.name),
         }
