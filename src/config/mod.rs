@@ -55,6 +55,7 @@ struct File {
     limits: LimitsFile,
     #[serde(default)]
     emulate: EmulateFile,
+    splice: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,6 +96,9 @@ pub struct Config {
     /// `emulate.runtime_config.cgroup_driver`: the runtime's cgroup driver, for `RuntimeConfig`
     /// when the runtime cannot answer it (`None`: read from the runtime's `Status` info).
     pub cgroup_driver: Option<CgroupDriver>,
+    /// `splice`: relay a client connection frame by frame to a runtime connection of its own when
+    /// the runtime takes its calls as they are (`relay::splice`).
+    pub splice: bool,
 }
 
 impl Default for Config {
@@ -116,6 +120,7 @@ impl Default for Config {
             metrics_listen: None,
             limits: Limits::default(),
             cgroup_driver: None,
+            splice: false,
         }
     }
 }
@@ -174,6 +179,7 @@ impl Config {
         config.backend_revision = file.backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
         config.image_revision =
             file.backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
+        config.splice = file.splice.unwrap_or(false);
         if let Some(size) = file.max_message_size {
             config.max_message_size = size;
         }

@@ -9,11 +9,13 @@
 //! runtime's status comes back unchanged.
 
 mod call;
+mod calls;
 mod failure;
 mod hooks;
 mod offload;
 mod request_body;
 mod session;
+mod spliced;
 
 pub use hooks::{ClientRecord, Observer, OwnCalls};
 pub use session::{Client, Session};
@@ -85,6 +87,8 @@ pub struct Forwarder {
     observer: Arc<dyn Observer>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
     own_calls: Arc<dyn OwnCalls>,
+    /// `splice`: connections whose calls the runtime takes as they are are spliced.
+    splice: bool,
 }
 
 impl Forwarder {
@@ -121,6 +125,7 @@ impl Forwarder {
             offload: offload::Offload::new(config.limits.conversion_threads),
             observer,
             own_calls,
+            splice: config.splice,
         }
     }
 
@@ -289,31 +294,4 @@ fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, pros
     let mut response = crate::api::v1::VersionResponse::decode(bytes)?;
     response.runtime_api_version = caller.as_str().to_string();
     Ok(response.encode_to_vec())
-}
-
-/// The relay hands the forwarder its connections and their calls.
-impl crate::relay::serve::Calls for Forwarder {
-    type Connection = Client;
-
-    /// Who is at the other end (read once per connection), its own runtime connections, and
-    /// its share of the memory bound (the front door's header blocks take from it too).
-    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::budget::Charge) {
-        let caller = self.observer.connected(stream);
-        let session = Session::new(&self.runtime, &self.image, self.budget.connection());
-        let held = session.budget.charge();
-        (Arc::new(Client { caller, session }), held)
-    }
-
-    fn call(
-        self: Arc<Self>,
-        client: Arc<Client>,
-        request: http::Request<h2::RecvStream>,
-        respond: h2::server::SendResponse<Bytes>,
-    ) -> impl std::future::Future<Output = bool> + Send {
-        self.serve_call(client, request, respond)
-    }
-
-    fn refused(&self, limit: &'static str) {
-        self.observer.refused_connection(limit);
-    }
 }

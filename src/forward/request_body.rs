@@ -5,7 +5,7 @@
 use super::failure::Failure;
 use crate::budget::Charge;
 use crate::grpc::Rpc;
-use crate::relay::message::{Meter, PREFIX_LEN};
+use crate::relay::message::UnaryRequest;
 use bytes::{Bytes, BytesMut};
 use h2::RecvStream;
 use tonic::Status;
@@ -23,20 +23,16 @@ pub(super) async fn read_request(
     let what = || format!("the {} request", rpc.name());
     let mut first: Option<Bytes> = None;
     let mut gathered = BytesMut::new();
-    let mut meter = Meter::default();
+    let mut request = UnaryRequest::default();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|error| match error.is_reset() && error.is_remote() {
             // The caller cancelled the call: there is no one to tell.
             true => Failure::Gone,
             false => Status::cancelled(format!("{}: {error}", what())).into(),
         })?;
-        meter.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
+        request.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
         charge.grow(chunk.len()).await;
         let _ = body.flow_control().release_capacity(chunk.len());
-        // A second message's prefix: the request is over before it is all read.
-        if meter.messages() > 1 {
-            return Err(Status::internal(format!("{}: more than one message in a unary request", what())).into());
-        }
         if first.is_none() && gathered.is_empty() {
             first = Some(chunk);
         } else {
@@ -46,12 +42,8 @@ pub(super) async fn read_request(
             gathered.extend_from_slice(&chunk);
         }
     }
-    meter.finish().map_err(|error| error.into_status(&what()))?;
-    let frame = first.unwrap_or_else(|| gathered.freeze());
-    if frame.len() < PREFIX_LEN {
-        return Err(Status::internal(format!("{}: the body holds no message", what())).into());
-    }
-    Ok(frame)
+    request.finish().map_err(|error| error.into_status(&what()))?;
+    Ok(first.unwrap_or_else(|| gathered.freeze()))
 }
 
 /// The most a question of cri-bridge's own may carry (they carry nothing).

@@ -5,26 +5,26 @@
 use bytes::{BufMut, BytesMut};
 use std::ops::Range;
 
-pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-pub(super) const FRAME_HEADER_LEN: usize = 9;
-pub(super) const HEADERS: u8 = 0x1;
-pub(super) const CONTINUATION: u8 = 0x9;
-pub(super) const END_STREAM: u8 = 0x1;
-pub(super) const END_HEADERS: u8 = 0x4;
-pub(super) const PADDED: u8 = 0x8;
-pub(super) const PRIORITY: u8 = 0x20;
-pub(super) const SETTINGS: u8 = 0x4;
-pub(super) const PING: u8 = 0x6;
-pub(super) const ACK: u8 = 0x1;
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const FRAME_HEADER_LEN: usize = 9;
+pub const HEADERS: u8 = 0x1;
+pub const CONTINUATION: u8 = 0x9;
+pub const END_STREAM: u8 = 0x1;
+pub const END_HEADERS: u8 = 0x4;
+pub const PADDED: u8 = 0x8;
+pub const PRIORITY: u8 = 0x20;
+pub const SETTINGS: u8 = 0x4;
+pub const PING: u8 = 0x6;
+pub const ACK: u8 = 0x1;
 
 /// The payload length in a frame header.
-pub(super) fn frame_length(head: &[u8]) -> usize {
+pub fn frame_length(head: &[u8]) -> usize {
     usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2])
 }
 
 /// Whether a HEADERS frame's priority names its own stream (RFC 9113 §5.3.1), as h2 reads it:
 /// after the pad length, before the padding is checked.
-pub(super) fn self_dependent(flags: u8, stream_id: u32, payload: &[u8]) -> bool {
+pub fn self_dependent(flags: u8, stream_id: u32, payload: &[u8]) -> bool {
     if flags & PRIORITY == 0 {
         return false;
     }
@@ -36,7 +36,7 @@ pub(super) fn self_dependent(flags: u8, stream_id: u32, payload: &[u8]) -> bool 
 
 /// Where a HEADERS payload's HPACK bytes lie, between pad length + priority and padding, and its
 /// priority; `None` when its padding or priority does not fit in it.
-pub(super) fn headers_layout(flags: u8, payload: &[u8]) -> Option<(Range<usize>, Option<[u8; 5]>)> {
+pub fn headers_layout(flags: u8, payload: &[u8]) -> Option<(Range<usize>, Option<[u8; 5]>)> {
     let mut start = 0;
     let mut pad = 0;
     if flags & PADDED != 0 {
@@ -52,7 +52,7 @@ pub(super) fn headers_layout(flags: u8, payload: &[u8]) -> Option<(Range<usize>,
     Some((start..end, priority))
 }
 
-pub(super) fn put_frame_header(out: &mut BytesMut, length: usize, kind: u8, flags: u8, stream_id: u32) {
+pub fn put_frame_header(out: &mut BytesMut, length: usize, kind: u8, flags: u8, stream_id: u32) {
     let length = length as u32;
     out.put_slice(&length.to_be_bytes()[1..]);
     out.put_u8(kind);

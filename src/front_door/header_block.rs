@@ -36,7 +36,7 @@ pub enum Mended {
 pub struct Malformed;
 
 /// The names of the HPACK static table (RFC 7541 Appendix A), index 1 to 61.
-const STATIC_NAMES: [&[u8]; 61] = [
+pub const STATIC_NAMES: [&[u8]; 61] = [
     b":authority",
     b":method",
     b":method",
@@ -105,7 +105,7 @@ const EMPTY_AUTHORITY: usize = 1;
 /// behind us keeps it).
 const DEFAULT_TABLE_SIZE: usize = 4096;
 /// A header field's size in the table is its name, its value and this (§4.1).
-const ENTRY_OVERHEAD: usize = 32;
+pub const ENTRY_OVERHEAD: usize = 32;
 /// Huffman decoding room kept from one block for the next; a larger value's is let go.
 const KEEP_SCRATCH: usize = 16 * 1024;
 
@@ -281,7 +281,7 @@ impl HeaderBlocks {
 }
 
 /// A string literal (§5.2), decoded (into `scratch` when Huffman-coded), and the bytes it took.
-fn string<'a>(buf: &'a [u8], scratch: &'a mut Vec<u8>) -> Option<(&'a [u8], usize)> {
+pub fn string<'a>(buf: &'a [u8], scratch: &'a mut Vec<u8>) -> Option<(&'a [u8], usize)> {
     let (length, used) = integer(buf, 7)?;
     let raw = buf.get(used..used.checked_add(length)?)?;
     if buf[0] & 0x80 == 0 {
@@ -301,7 +301,7 @@ fn string_extent(buf: &[u8]) -> Option<usize> {
 
 /// An HPACK integer with a `prefix`-bit prefix (§5.1), and the bytes it took; `None` when
 /// truncated or beyond any sane size.
-fn integer(buf: &[u8], prefix: u32) -> Option<(usize, usize)> {
+pub fn integer(buf: &[u8], prefix: u32) -> Option<(usize, usize)> {
     let max = (1usize << prefix) - 1;
     let mut value = usize::from(*buf.first()?) & max;
     if value < max {
@@ -317,7 +317,7 @@ fn integer(buf: &[u8], prefix: u32) -> Option<(usize, usize)> {
 }
 
 /// A string length as an HPACK integer with a 7-bit prefix and the Huffman bit clear.
-fn put_raw_length(mut length: usize, out: &mut Vec<u8>) {
+pub fn put_raw_length(mut length: usize, out: &mut Vec<u8>) {
     const PREFIX_MAX: usize = 0x7f;
     if length < PREFIX_MAX {
         out.push(length as u8);

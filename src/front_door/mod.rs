@@ -64,7 +64,7 @@
 /// Public for the fuzz targets (`fuzz/`), which check [`header_block::HeaderBlocks::mend`] on its own.
 pub mod header_block;
 
-mod frame;
+pub mod frame;
 mod gathering;
 #[cfg(test)]
 mod tests;

@@ -49,6 +49,57 @@ impl MessageError {
     }
 }
 
+/// Why a unary request's body could not be taken.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error(transparent)]
+    Message(#[from] MessageError),
+    #[error("more than one message in a unary request")]
+    MoreThanOne,
+    #[error("the body holds no message")]
+    Empty,
+}
+
+impl RequestError {
+    /// The status for the request `what` names (`the … request`).
+    pub fn into_status(self, what: &str) -> Status {
+        match self {
+            RequestError::Message(error) => error.into_status(what),
+            other => Status::internal(format!("{what}: {other}")),
+        }
+    }
+}
+
+/// A unary request's body checked as it arrives, without holding it: one message, within the
+/// limit. Both the terminating path and the splice take requests through it.
+#[derive(Default)]
+pub struct UnaryRequest {
+    meter: Meter,
+    seen: usize,
+}
+
+impl UnaryRequest {
+    /// The next chunk of the body; an error as soon as the body cannot be one message.
+    pub fn pass(&mut self, chunk: &[u8], limit: usize) -> Result<(), RequestError> {
+        self.meter.pass(chunk, limit)?;
+        self.seen += chunk.len();
+        // A second message's prefix: the request is over before it is all read.
+        if self.meter.messages() > 1 {
+            return Err(RequestError::MoreThanOne);
+        }
+        Ok(())
+    }
+
+    /// At the end of the body.
+    pub fn finish(&self) -> Result<(), RequestError> {
+        self.meter.finish()?;
+        if self.seen < PREFIX_LEN {
+            return Err(RequestError::Empty);
+        }
+        Ok(())
+    }
+}
+
 /// Reads a prefix; `Ok(None)` when fewer than [`PREFIX_LEN`] bytes are there yet.
 fn read_prefix(bytes: &[u8], limit: usize) -> Result<Option<usize>, MessageError> {
     if bytes.len() < PREFIX_LEN {

@@ -52,6 +52,16 @@ pub trait Calls: Send + Sync + 'static {
 
     /// A connection was closed at once by the limit named (`limits.connections`, …).
     fn refused(&self, limit: &'static str);
+
+    /// Decides each stream of a spliced connection.
+    type Router: super::splice::Router;
+
+    /// Whether `connection` is spliced (`super::splice`): the runtime's socket, and the router
+    /// of its streams; `None` serves it through the terminating path alone.
+    fn splice(
+        self: &Arc<Self>,
+        connection: &Arc<Self::Connection>,
+    ) -> impl Future<Output = Option<(std::path::PathBuf, Self::Router)>> + Send;
 }
 
 /// Serves `calls` on `listener` (answering each of `heartbeats` as it turns) until
@@ -122,17 +132,70 @@ struct OpenCalls {
 }
 
 /// One client connection, until the client closes it, or it has drained after shutdown.
-async fn connection<C: Calls>(stream: UnixStream, calls: Arc<C>, limits: Limits, mut stopping: watch::Receiver<bool>) {
+async fn connection<C: Calls>(stream: UnixStream, calls: Arc<C>, limits: Limits, stopping: watch::Receiver<bool>) {
     // Once per connection (who is at the other end, its own runtime connections), so that
     // calls pay only a count.
     let (client, held) = calls.connected(&stream);
+    if let Some((socket, router)) = calls.splice(&client).await {
+        // The runtime connection is made once the client has sent something (its preface):
+        // a client that connects and sends nothing costs the runtime nothing.
+        if tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.readable()).await.is_err() {
+            tracing::debug!("a client sent no HTTP/2 preface within {HANDSHAKE_TIMEOUT:?}");
+            return;
+        }
+        match UnixStream::connect(&socket).await {
+            Ok(runtime) => return spliced(stream, runtime, router, (calls, client), limits, stopping).await,
+            Err(error) => {
+                tracing::debug!(%error, socket = %socket.display(), "cannot splice: the terminating path serves the connection")
+            }
+        }
+    }
+    terminated(FrontDoor::new(stream).with_budget(held), calls, client, limits, stopping).await
+}
+
+/// A spliced connection (`super::splice`), its intercepted calls served by [`terminated`] over
+/// an in-process connection.
+async fn spliced<C: Calls>(
+    stream: UnixStream,
+    runtime: UnixStream,
+    router: C::Router,
+    (calls, client): (Arc<C>, Arc<C::Connection>),
+    limits: Limits,
+    stopping: watch::Receiver<bool>,
+) {
+    let (near, far) = tokio::io::duplex(64 << 10);
+    // The in-process connection lives as long as the splice: never idle, never pinged.
+    let inner_limits = Limits { idle_timeout: Duration::from_secs(365 * 24 * 3600), ..limits };
+    let _server = AbortOnDrop(tokio::spawn(terminated(far, calls, client, inner_limits, stopping.clone())));
+    let Ok((inner, driver)) =
+        h2::client::Builder::new().max_header_list_size(MAX_HEADER_LIST_SIZE).handshake::<_, Bytes>(near).await
+    else {
+        return;
+    };
+    let _driver = AbortOnDrop(tokio::spawn(async move {
+        let _ = driver.await;
+    }));
+    let spliced = super::splice::Spliced { client: stream, runtime, inner };
+    super::splice::splice(spliced, router, limits, stopping).await;
+}
+
+/// A connection served through the terminating path: HTTP/2 read and answered by `h2`.
+async fn terminated<C: Calls, T>(
+    io: T,
+    calls: Arc<C>,
+    client: Arc<C::Connection>,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+) where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let handshake = h2::server::Builder::new()
         // hyper's default is 16 KiB; grpc-go servers (containerd, CRI-O) take 16 MiB, and a
         // caller's metadata (trace context, baggage) may pass 16 KiB. 1 MiB serves those and
         // still bounds what one stream's header block can make us hold.
         .max_header_list_size(MAX_HEADER_LIST_SIZE)
         .max_concurrent_streams(limits.streams_per_connection)
-        .handshake::<_, bytes::Bytes>(FrontDoor::new(stream).with_budget(held));
+        .handshake::<_, bytes::Bytes>(io);
     // Finished even when shutdown begins meanwhile: the client may have sent its calls already,
     // and is told to go away (GOAWAY, below) rather than cut off with them unanswered.
     let mut connection = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {

@@ -97,6 +97,11 @@ impl Upstream {
         Upstream::numbered_by(self.socket.clone(), self.max_header_list_size, self.made.clone())
     }
 
+    /// The runtime's socket.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
     /// How many connection attempts this one has made.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::SeqCst)

@@ -1,0 +1,407 @@
+//! The client's frames: passed to the runtime as they came, except where a stream is
+//! intercepted, a request is held to be judged, or a grant repays cri-bridge's own DATA.
+
+use super::connection::{frames, Block, Gathering, Intercepted, Relayed, Splice, Stream, Timer, KEEPALIVE};
+use super::intercept;
+use super::router::{RequestHead, Route, Router};
+use super::wire::{self, Frame};
+use crate::front_door::{MAX_BLOCK, MAX_CONTINUATIONS};
+use crate::relay::message::{Meter, RequestError, PREFIX_LEN};
+use crate::relay::upstream::OWN_CALL;
+use bytes::BytesMut;
+use tokio::time::Instant;
+use tonic::{Code, Status};
+
+impl<R: Router> Splice<R> {
+    /// Handles every whole frame the client sent; `Err` ends the connection.
+    pub fn read_client(&mut self, buffer: &mut BytesMut) -> Result<(), String> {
+        if !self.preface_read {
+            if buffer.len() < wire::PREFACE.len() {
+                return match wire::PREFACE.starts_with(buffer) {
+                    true => Ok(()),
+                    false => Err(wire::WireError::NoPreface.to_string()),
+                };
+            }
+            if !buffer.starts_with(wire::PREFACE) {
+                return Err(wire::WireError::NoPreface.to_string());
+            }
+            let preface = buffer.split_to(wire::PREFACE.len());
+            self.send_runtime(&preface);
+            self.preface_read = true;
+        }
+        let max = self.runtime_max_frame;
+        let mut incoming = Vec::new();
+        for frame in frames(buffer, max) {
+            incoming.push(frame?);
+        }
+        for frame in incoming {
+            self.client_frame(frame)?;
+        }
+        Ok(())
+    }
+
+    fn client_frame(&mut self, frame: Frame) -> Result<(), String> {
+        if let Some(block) = &mut self.client_block {
+            if frame.kind != wire::CONTINUATION || frame.stream != block.stream {
+                return Err("a header block interrupted by another frame".into());
+            }
+            if block.frames.len() > MAX_CONTINUATIONS || block.hpack.len() + frame.payload().len() > MAX_BLOCK {
+                return Err("a header block too large".into());
+            }
+            block.hpack.extend_from_slice(frame.payload());
+            let done = frame.flags & wire::END_HEADERS != 0;
+            block.frames.push(frame.raw);
+            if done {
+                let block = self.client_block.take().expect("a block");
+                return self.client_headers(block);
+            }
+            return Ok(());
+        }
+        match frame.kind {
+            wire::HEADERS => {
+                let (range, _) =
+                    wire::headers_layout(frame.flags, frame.payload()).ok_or("a malformed HEADERS frame")?;
+                let block = Block {
+                    stream: frame.stream,
+                    flags: frame.flags,
+                    hpack: frame.payload()[range].to_vec(),
+                    frames: vec![frame.raw.clone()],
+                };
+                if frame.flags & wire::END_HEADERS != 0 {
+                    return self.client_headers(block);
+                }
+                self.client_block = Some(block);
+            }
+            wire::CONTINUATION => return Err("a CONTINUATION frame with no header block open".into()),
+            wire::DATA => self.client_data(frame),
+            wire::WINDOW_UPDATE => {
+                let increment = wire::u31(frame.payload()).unwrap_or(0);
+                match (frame.stream, self.streams.get_mut(&frame.stream)) {
+                    (0, _) => {
+                        let passed = self.window.granted(increment);
+                        if passed > 0 {
+                            let mut update = BytesMut::new();
+                            wire::window_update(&mut update, 0, passed);
+                            self.send_runtime(&update);
+                        }
+                    }
+                    (_, Some(Stream::Intercepted(stream))) => stream.window += i64::from(increment),
+                    (_, Some(Stream::Ended)) => {}
+                    _ => self.send_runtime(&frame.raw),
+                }
+            }
+            wire::RST_STREAM => {
+                self.resets += 1;
+                if self.resets == self.limits.resets_per_minute {
+                    tracing::warn!(
+                        "a client cancelled more than {} calls in a minute (limits.resets_per_minute): closing its connection",
+                        self.limits.resets_per_minute
+                    );
+                    self.fatal = Some((wire::ENHANCE_YOUR_CALM, "too many calls cancelled".into()));
+                }
+                match self.streams.get(&frame.stream) {
+                    Some(Stream::Intercepted(_) | Stream::Ended) => {
+                        if let Some(Stream::Intercepted(Intercepted { task: Some(task), .. })) =
+                            self.streams.remove(&frame.stream)
+                        {
+                            task.abort();
+                        }
+                    }
+                    Some(Stream::Relayed(_)) => {
+                        self.end_relayed(frame.stream, Code::Cancelled);
+                        self.send_runtime(&frame.raw);
+                    }
+                    None => self.send_runtime(&frame.raw),
+                }
+            }
+            wire::SETTINGS if frame.flags & wire::ACK == 0 => {
+                for (id, value) in wire::settings(frame.payload()) {
+                    match id {
+                        wire::SETTINGS_INITIAL_WINDOW_SIZE => {
+                            let delta = i64::from(value) - self.client_initial_window;
+                            self.client_initial_window = i64::from(value);
+                            for stream in self.streams.values_mut() {
+                                if let Stream::Intercepted(stream) = stream {
+                                    stream.window += delta;
+                                }
+                            }
+                        }
+                        wire::SETTINGS_MAX_FRAME_SIZE => {
+                            self.client_max_frame = (value as usize).clamp(16_384, wire::MAX_ALLOWED_FRAME)
+                        }
+                        wire::SETTINGS_HEADER_TABLE_SIZE => self.runtime_table.set_limit(value as usize),
+                        _ => {}
+                    }
+                }
+                if self.runtime_gone {
+                    let mut ack = BytesMut::new();
+                    wire::put_frame_header(&mut ack, 0, wire::SETTINGS, wire::ACK, 0);
+                    self.send_client(ack.freeze(), 0);
+                }
+                self.send_runtime(&frame.raw);
+            }
+            wire::PING if frame.flags & wire::ACK != 0 && frame.payload() == KEEPALIVE => self.keepalive_acked = true,
+            // With no runtime to answer them, cri-bridge does.
+            wire::PING if frame.flags & wire::ACK == 0 && self.runtime_gone => {
+                let mut pong = BytesMut::from(&frame.raw[..]);
+                pong[4] = wire::ACK;
+                self.send_client(pong.freeze(), 0);
+            }
+            _ => self.send_runtime(&frame.raw),
+        }
+        Ok(())
+    }
+
+    /// A whole header block of the client's.
+    fn client_headers(&mut self, block: Block) -> Result<(), String> {
+        let mut fields = std::mem::take(&mut self.fields);
+        fields.clear();
+        let changed = self
+            .client_table
+            .decode(&block.hpack, |name, value| fields.push((name.to_vec(), value.to_vec())))
+            .map_err(|e| e.to_string())?;
+        let id = block.stream;
+        let end = block.flags & wire::END_STREAM != 0;
+        let result = match self.streams.get_mut(&id) {
+            Some(Stream::Relayed(_)) => {
+                self.pass_block(&block);
+                Ok(())
+            }
+            Some(Stream::Intercepted(_) | Stream::Ended) if changed => {
+                Err("a second header block, changing the table, on a stream the runtime does not carry".into())
+            }
+            Some(Stream::Ended) => {
+                if end {
+                    self.streams.remove(&id);
+                }
+                Ok(())
+            }
+            Some(Stream::Intercepted(_)) => {
+                if end {
+                    self.send_intercepted(id);
+                }
+                Ok(())
+            }
+            None if id.is_multiple_of(2) || id <= self.last_stream => {
+                // Not a new stream: the runtime answers it as the protocol says.
+                self.pass_block(&block);
+                Ok(())
+            }
+            None if self.going_away => {
+                if changed {
+                    self.pass_block(&block);
+                }
+                self.last_stream = id;
+                let mut refused = BytesMut::new();
+                wire::rst_stream(&mut refused, id, 0x7);
+                self.send_client(refused.freeze(), 0);
+                Ok(())
+            }
+            None => {
+                self.last_stream = id;
+                self.new_stream(block, &fields, changed, end);
+                Ok(())
+            }
+        };
+        self.fields = fields;
+        result
+    }
+
+    fn pass_block(&mut self, block: &Block) {
+        for frame in &block.frames {
+            self.send_runtime(frame);
+        }
+    }
+
+    fn new_stream(&mut self, block: Block, fields: &[(Vec<u8>, Vec<u8>)], changed: bool, end: bool) {
+        let id = block.stream;
+        let path = fields.iter().find(|(n, _)| n == b":path").map(|(_, v)| String::from_utf8_lossy(v));
+        let own_call = fields.iter().any(|(n, _)| n == OWN_CALL.as_str().as_bytes());
+        let timeout = fields.iter().find(|(n, _)| n == b"grpc-timeout").and_then(|(_, v)| timeout_of(v));
+        // A request without a message (END_STREAM on its head) is the terminating path's to refuse.
+        let route = match &path {
+            // Once the runtime connection is lost, the terminating path serves every call (it
+            // makes a connection of its own).
+            Some(path) if !end && !self.runtime_gone => self.router.route(&RequestHead { path, timeout, own_call }),
+            _ => Route::Intercept,
+        };
+        match route {
+            Route::Relay { call, judge } => {
+                self.pass_block(&block);
+                let now = Instant::now();
+                let mut timers = vec![(now + self.limits.request_timeout, Timer::Request)];
+                if let Some(timeout) = timeout {
+                    timers.push((now + timeout, Timer::Deadline));
+                }
+                for &(when, timer) in &timers {
+                    self.timers.insert((when, id, timer));
+                }
+                let gathering = Some(Gathering { judge, ..Gathering::default() });
+                let relayed =
+                    Relayed { call: Some(call), gathering, meter: Meter::default(), head_sent: false, timers };
+                self.streams.insert(id, Stream::Relayed(relayed));
+            }
+            Route::Intercept => {
+                if changed {
+                    // The runtime's table must take the block: on a stream cancelled at once.
+                    let mut first = BytesMut::from(&block.frames[0][..]);
+                    first[4] &= !wire::END_STREAM;
+                    self.send_runtime(&first);
+                    for frame in &block.frames[1..] {
+                        self.send_runtime(frame);
+                    }
+                    let mut cancel = BytesMut::new();
+                    wire::rst_stream(&mut cancel, id, wire::CANCEL);
+                    self.send_runtime(&cancel);
+                }
+                let request = match intercept::request_from(fields) {
+                    Ok(request) => request,
+                    Err(field) => {
+                        let status = Status::invalid_argument(format!("the request's header {field}"));
+                        self.own_status(id, &status);
+                        return;
+                    }
+                };
+                let stream = Intercepted {
+                    request: Some((request, BytesMut::new())),
+                    window: self.client_initial_window,
+                    pending: None,
+                    task: None,
+                };
+                self.streams.insert(id, Stream::Intercepted(stream));
+                if end {
+                    self.send_intercepted(id);
+                }
+            }
+        }
+    }
+
+    fn client_data(&mut self, frame: Frame) {
+        let id = frame.stream;
+        let end = frame.flags & wire::END_STREAM != 0;
+        let flow = frame.payload().len();
+        let data = wire::data_of(frame.flags, frame.payload()).unwrap_or_default();
+        let limit = self.router.max_message_size() + PREFIX_LEN;
+        match self.streams.get_mut(&id) {
+            Some(Stream::Relayed(Relayed { gathering: Some(gathering), .. })) => {
+                gathering.message.extend_from_slice(data);
+                gathering.flow += flow;
+                let checked = gathering.check.pass(data, self.router.max_message_size());
+                gathering.frames.push(frame.raw.clone());
+                let checked = match (checked, end) {
+                    (Ok(()), true) => gathering.check.finish(),
+                    (checked, _) => checked,
+                };
+                if end || checked.is_err() {
+                    self.judge(id, checked.err());
+                }
+            }
+            Some(Stream::Intercepted(stream)) => {
+                let mut grant = BytesMut::new();
+                if flow > 0 {
+                    wire::window_update(&mut grant, 0, flow as u32);
+                    if !end {
+                        wire::window_update(&mut grant, id, flow as u32);
+                    }
+                }
+                let size = match &mut stream.request {
+                    Some((_, body)) => {
+                        body.extend_from_slice(data);
+                        Some(body.len())
+                    }
+                    None => None,
+                };
+                self.send_client(grant.freeze(), 0);
+                let Some(size) = size else { return };
+                if size > limit {
+                    let status = Status::resource_exhausted(format!(
+                        "a request larger than {} bytes (max_message_size)",
+                        self.router.max_message_size()
+                    ));
+                    self.own_status(id, &status);
+                    self.end_early(id);
+                } else if end {
+                    self.send_intercepted(id);
+                }
+            }
+            Some(Stream::Ended) => {
+                if flow > 0 {
+                    let mut grant = BytesMut::new();
+                    wire::window_update(&mut grant, 0, flow as u32);
+                    self.send_client(grant.freeze(), 0);
+                }
+                if end {
+                    self.streams.remove(&id);
+                }
+            }
+            _ => self.send_runtime(&frame.raw),
+        }
+    }
+
+    /// A gathered request is whole (or can be no request): passed on, or refused.
+    fn judge(&mut self, id: u32, bad: Option<RequestError>) {
+        let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else { return };
+        let gathering = relayed.gathering.take().expect("a request being gathered");
+        let call = relayed.call.as_ref().expect("a call");
+        let early = bad.is_some();
+        let verdict = match bad {
+            Some(error) => Err(error.into_status(&self.router.request_name(call))),
+            None if gathering.judge => self.router.judge(call, &gathering.message[PREFIX_LEN..]),
+            None => Ok(()),
+        };
+        match verdict {
+            Ok(()) => {
+                for frame in &gathering.frames {
+                    self.send_runtime(frame);
+                }
+            }
+            Err(status) => {
+                let mut cancel = BytesMut::new();
+                wire::rst_stream(&mut cancel, id, wire::CANCEL);
+                self.send_runtime(&cancel);
+                // What the runtime will never see the client is granted again here.
+                if gathering.flow > 0 {
+                    let mut grant = BytesMut::new();
+                    wire::window_update(&mut grant, 0, gathering.flow as u32);
+                    self.send_client(grant.freeze(), 0);
+                }
+                self.end_relayed(id, status.code());
+                self.own_status(id, &status);
+                if early {
+                    self.end_early(id);
+                }
+            }
+        }
+    }
+
+    /// An intercepted request is whole: it goes to the terminating path.
+    fn send_intercepted(&mut self, id: u32) {
+        let Some(Stream::Intercepted(stream)) = self.streams.get_mut(&id) else { return };
+        let Some((request, body)) = stream.request.take() else { return };
+        let task = tokio::spawn(intercept::serve(self.inner.clone(), request, body.freeze(), id, self.events.clone()));
+        stream.task = Some(task.abort_handle());
+    }
+
+    /// A stream answered before the client finished its request: it is told to stop (RST_STREAM
+    /// NO_ERROR, after the answer), and what it sent meanwhile is taken here.
+    fn end_early(&mut self, id: u32) {
+        let mut stop = BytesMut::new();
+        wire::rst_stream(&mut stop, id, wire::NO_ERROR);
+        self.send_client(stop.freeze(), 0);
+        self.streams.insert(id, Stream::Ended);
+    }
+
+    /// A trailers-only answer of cri-bridge's own, ending the stream on the client's side.
+    pub fn own_status(&mut self, id: u32, status: &Status) {
+        let mut frames = BytesMut::new();
+        wire::header_block(&mut frames, id, &intercept::status_block(status), true, self.client_max_frame);
+        self.send_client(frames.freeze(), 0);
+    }
+}
+
+/// A `grpc-timeout` value.
+fn timeout_of(value: &[u8]) -> Option<std::time::Duration> {
+    let mut headers = http::HeaderMap::with_capacity(1);
+    headers.insert("grpc-timeout", http::HeaderValue::from_bytes(value).ok()?);
+    crate::grpc::timeout_of(&headers)
+}

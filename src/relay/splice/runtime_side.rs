@@ -1,0 +1,205 @@
+//! The runtime's frames: passed to the client as they came, except its header blocks (written
+//! anew, see [`super::hpack`]), and what belongs to a stream the client does not hear from the
+//! runtime (intercepted, refused, reset).
+
+use super::connection::{frames, Block, Splice, Stream};
+use super::intercept::block_of;
+use super::router::Router;
+use super::wire::{self, Frame};
+use crate::front_door::{MAX_BLOCK, MAX_CONTINUATIONS};
+use bytes::BytesMut;
+use tonic::{Code, Status};
+
+impl<R: Router> Splice<R> {
+    /// Handles every whole frame the runtime sent; `Err` ends the connection.
+    pub fn read_runtime(&mut self, buffer: &mut BytesMut) -> Result<(), String> {
+        let max = self.client_max_frame;
+        let mut incoming = Vec::new();
+        for frame in frames(buffer, max) {
+            incoming.push(frame.map_err(|e| format!("the runtime: {e}"))?);
+        }
+        for frame in incoming {
+            self.runtime_frame(frame)?;
+        }
+        Ok(())
+    }
+
+    fn runtime_frame(&mut self, frame: Frame) -> Result<(), String> {
+        if let Some(block) = &mut self.runtime_block {
+            if frame.kind != wire::CONTINUATION || frame.stream != block.stream {
+                return Err("the runtime interrupted a header block".into());
+            }
+            if block.frames.len() > MAX_CONTINUATIONS || block.hpack.len() + frame.payload().len() > MAX_BLOCK {
+                return Err("the runtime sent a header block too large".into());
+            }
+            block.hpack.extend_from_slice(frame.payload());
+            if frame.flags & wire::END_HEADERS != 0 {
+                let block = self.runtime_block.take().expect("a block");
+                return self.runtime_headers(block);
+            }
+            return Ok(());
+        }
+        let id = frame.stream;
+        match frame.kind {
+            wire::HEADERS => {
+                let (range, _) =
+                    wire::headers_layout(frame.flags, frame.payload()).ok_or("the runtime: a malformed HEADERS")?;
+                let block = Block {
+                    stream: id,
+                    flags: frame.flags,
+                    hpack: frame.payload()[range].to_vec(),
+                    frames: Vec::new(),
+                };
+                if frame.flags & wire::END_HEADERS != 0 {
+                    return self.runtime_headers(block);
+                }
+                self.runtime_block = Some(block);
+            }
+            wire::CONTINUATION => return Err("the runtime: a CONTINUATION with no header block open".into()),
+            wire::PUSH_PROMISE => return Err("the runtime pushed a stream".into()),
+            wire::DATA => self.runtime_data(frame),
+            // Of a stream the client does not hear from the runtime, neither is passed.
+            wire::WINDOW_UPDATE | wire::RST_STREAM if id != 0 => {
+                if !matches!(self.streams.get(&id), Some(Stream::Relayed(_))) {
+                    return Ok(());
+                }
+                if frame.kind == wire::RST_STREAM {
+                    self.end_relayed(id, Code::Cancelled);
+                }
+                self.send_client(frame.raw, 0);
+            }
+            wire::SETTINGS if frame.flags & wire::ACK == 0 => {
+                for (setting, value) in wire::settings(frame.payload()) {
+                    match setting {
+                        wire::SETTINGS_MAX_FRAME_SIZE => {
+                            self.runtime_max_frame = (value as usize).clamp(16_384, wire::MAX_ALLOWED_FRAME)
+                        }
+                        wire::SETTINGS_HEADER_TABLE_SIZE => self.client_table.set_limit(value as usize),
+                        _ => {}
+                    }
+                }
+                self.send_client(frame.raw, 0);
+            }
+            wire::GOAWAY => {
+                self.going_away = true;
+                self.send_client(frame.raw, 0);
+            }
+            _ => self.send_client(frame.raw, 0),
+        }
+        Ok(())
+    }
+
+    /// A whole header block of the runtime's: decoded always (the client's table copy follows
+    /// it), written anew for a relayed stream.
+    fn runtime_headers(&mut self, block: Block) -> Result<(), String> {
+        let id = block.stream;
+        let end = block.flags & wire::END_STREAM != 0;
+        let mut headers = http::HeaderMap::new();
+        let mut status = None;
+        let mut code = None;
+        let mut bad = None;
+        self.runtime_table
+            .decode(&block.hpack, |name, value| {
+                if name == b":status" {
+                    status = std::str::from_utf8(value).ok().and_then(|s| s.parse::<http::StatusCode>().ok());
+                    return;
+                }
+                if name == b"grpc-status" {
+                    code = Some(Code::from_bytes(value));
+                }
+                match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+                    (Ok(name), Ok(value)) => {
+                        headers.append(name, value);
+                    }
+                    _ => bad = Some(String::from_utf8_lossy(name).into_owned()),
+                }
+            })
+            .map_err(|e| format!("the runtime: {e}"))?;
+        let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else { return Ok(()) };
+        if let Some(name) = bad {
+            let status = Status::internal(format!("the runtime's answer has an invalid header {name}"));
+            self.cut_relayed(id, &status);
+            return Ok(());
+        }
+        let head = !relayed.head_sent;
+        relayed.head_sent = true;
+        let block = block_of(if head { status } else { None }, &headers);
+        let mut frames = BytesMut::new();
+        wire::header_block(&mut frames, id, &block, end, self.client_max_frame);
+        self.send_client(frames.freeze(), 0);
+        if end {
+            self.end_relayed(id, code.unwrap_or(Code::Unknown));
+        }
+        Ok(())
+    }
+
+    fn runtime_data(&mut self, frame: Frame) {
+        let id = frame.stream;
+        let flow = frame.payload().len();
+        let limit = self.router.max_message_size();
+        let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else {
+            // Nothing of it reaches the client, which will grant nothing for it.
+            if flow > 0 {
+                let mut grant = BytesMut::new();
+                wire::window_update(&mut grant, 0, flow as u32);
+                self.send_runtime(&grant);
+            }
+            return;
+        };
+        let data = wire::data_of(frame.flags, frame.payload()).unwrap_or_default();
+        if let Err(error) = relayed.meter.pass(data, limit) {
+            let status = error.into_status("the runtime's answer");
+            let mut grant = BytesMut::new();
+            wire::window_update(&mut grant, 0, flow as u32);
+            self.send_runtime(&grant);
+            return self.cut_relayed(id, &status);
+        }
+        let end = frame.flags & wire::END_STREAM != 0;
+        self.send_client(frame.raw, flow);
+        if end {
+            self.end_relayed(id, Code::Unknown);
+        }
+    }
+
+    /// Ends a relayed call with cri-bridge's own status: the runtime's stream is cancelled.
+    pub fn cut_relayed(&mut self, id: u32, status: &Status) {
+        let mut cancel = BytesMut::new();
+        wire::rst_stream(&mut cancel, id, wire::CANCEL);
+        self.send_runtime(&cancel);
+        let Some(relayed) = self.end_relayed(id, status.code()) else { return };
+        let block = super::intercept::status_block(status);
+        // After a head, the status goes as trailers.
+        let block = if relayed.head_sent { trailers_of(&block) } else { block };
+        let mut frames = BytesMut::new();
+        wire::header_block(&mut frames, id, &block, true, self.client_max_frame);
+        self.send_client(frames.freeze(), 0);
+    }
+
+    /// The runtime connection ended: its open calls are answered UNAVAILABLE (naming the
+    /// endpoint), and from here on the terminating path serves the connection's calls.
+    pub fn lost_runtime(&mut self) {
+        if self.runtime_gone {
+            return;
+        }
+        self.runtime_gone = true;
+        self.to_runtime.clear();
+        let status = self.router.runtime_lost("the connection was lost");
+        let relayed: Vec<u32> =
+            self.streams.iter().filter(|(_, s)| matches!(s, Stream::Relayed(_))).map(|(&id, _)| id).collect();
+        for id in relayed {
+            self.cut_relayed(id, &status);
+        }
+    }
+}
+
+/// A trailers-only block as trailers: without its `:status` and `content-type`.
+fn trailers_of(block: &[u8]) -> Vec<u8> {
+    let mut decoder = super::hpack::Decoder::new(usize::MAX);
+    let mut trailers = Vec::new();
+    let _ = decoder.decode(block, |name, value| {
+        if name != b":status" && name != b"content-type" {
+            super::hpack::encode(name, value, &mut trailers);
+        }
+    });
+    trailers
+}
