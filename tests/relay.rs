@@ -4,171 +4,20 @@
 //! resets and deadlines are the test's to set); the misbehaving runtime is a bare `h2` server.
 
 mod common;
+#[path = "support/h2_client.rs"]
+mod h2_client;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{config, Bridge, Runtime, TempDir};
 use cri_bridge::api::v1;
 use cri_bridge::CriVersion::{V1alpha2, V1};
 use h2::Reason;
+use h2_client::{framed, only_message, Client};
 use prost::Message;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A gRPC message with its 5-byte prefix.
-fn framed(message: &[u8]) -> Bytes {
-    let mut frame = BytesMut::with_capacity(5 + message.len());
-    frame.extend_from_slice(&[0]);
-    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    frame.extend_from_slice(message);
-    frame.freeze()
-}
-
-/// What came back for one call.
-#[derive(Debug)]
-struct Answered {
-    /// The DATA bytes, prefixes included, as received.
-    body: Vec<u8>,
-    code: String,
-    message: String,
-}
-
-/// A bare HTTP/2 connection to a socket, with the receive window the test chooses.
-#[derive(Clone)]
-struct Client(h2::client::SendRequest<Bytes>);
-
-impl Client {
-    async fn connect(socket: &Path, window: u32) -> Client {
-        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-        let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(window)
-            .initial_connection_window_size(window)
-            .handshake::<_, Bytes>(stream)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        Client(send)
-    }
-
-    /// A connection that can vanish: aborting the handle drops the socket, with no GOAWAY and
-    /// no RST_STREAM, as a killed process does.
-    async fn connect_vanishing(socket: &Path) -> (Client, tokio::task::JoinHandle<()>) {
-        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-        let (send, connection) = h2::client::handshake(stream).await.unwrap();
-        let connection = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        (Client(send), connection)
-    }
-
-    /// Opens a call: the response future, and the request stream (to drop or keep).
-    async fn open(&self, path: &str, message: &[u8], timeout: Option<&str>) -> h2::client::ResponseFuture {
-        self.open_raw(path, framed(message), timeout).await
-    }
-
-    /// Opens a call whose body is `body` exactly.
-    async fn open_raw(&self, path: &str, body: Bytes, timeout: Option<&str>) -> h2::client::ResponseFuture {
-        let mut request = http::Request::post(format!("http://localhost{path}"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers");
-        if let Some(timeout) = timeout {
-            request = request.header("grpc-timeout", timeout);
-        }
-        let mut send = self.0.clone().ready().await.unwrap();
-        let (response, mut stream) = send.send_request(request.body(()).unwrap(), false).unwrap();
-        stream.send_data(body, true).unwrap();
-        response
-    }
-
-    /// One unary call, read to its end, `pause` between DATA frames (a slow reader).
-    async fn call(
-        &self,
-        path: &str,
-        message: &[u8],
-        timeout: Option<&str>,
-        pause: Duration,
-    ) -> Result<Answered, h2::Error> {
-        self.call_raw(path, framed(message), timeout, pause).await
-    }
-
-    /// One call with `body` as its request body, exactly.
-    async fn call_raw(
-        &self,
-        path: &str,
-        body: Bytes,
-        timeout: Option<&str>,
-        pause: Duration,
-    ) -> Result<Answered, h2::Error> {
-        let (head, mut body) = self.open_raw(path, body, timeout).await.await?.into_parts();
-        let mut data = Vec::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk?;
-            data.extend_from_slice(&chunk);
-            let _ = body.flow_control().release_capacity(chunk.len());
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
-            }
-        }
-        let trailers = if head.headers.contains_key("grpc-status") {
-            head.headers
-        } else {
-            body.trailers().await?.unwrap_or_default()
-        };
-        let get = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-        Ok(Answered { body: data, code: get("grpc-status"), message: percent_decoded(&get("grpc-message")) })
-    }
-}
-
-/// grpc-message is percent-encoded on the wire.
-fn percent_decoded(text: &str) -> String {
-    let mut out = Vec::new();
-    let mut bytes = text.bytes();
-    while let Some(byte) = bytes.next() {
-        let hex = |b: Option<u8>| b.and_then(|b| (b as char).to_digit(16));
-        match byte {
-            b'%' => {
-                let (high, low) = (hex(bytes.next()), hex(bytes.next()));
-                out.push((high.unwrap_or(0) * 16 + low.unwrap_or(0)) as u8);
-            }
-            other => out.push(other),
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The message bytes of a body holding exactly one message.
-fn only_message(body: &[u8]) -> &[u8] {
-    assert!(body.len() >= 5, "a message: {body:?}");
-    let size = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
-    assert_eq!(body.len(), 5 + size, "exactly one message");
-    &body[5..]
-}
-
-async fn fill(runtime: &Runtime, containers: usize) {
-    let memory = &runtime.memory;
-    for i in 0..containers {
-        let metadata = v1::PodSandboxMetadata {
-            name: format!("pod-{i}"),
-            uid: format!("uid-{i}"),
-            namespace: "ns".into(),
-            attempt: 0,
-        };
-        let labels = [("app".to_string(), format!("app-{i}")), ("tier".to_string(), "web".to_string())].into();
-        let config = v1::PodSandboxConfig { metadata: Some(metadata), labels, ..Default::default() };
-        let request = v1::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };
-        let pod = memory.run_pod_sandbox(request).unwrap().pod_sandbox_id;
-        let container = v1::ContainerConfig {
-            metadata: Some(v1::ContainerMetadata { name: "app".into(), attempt: 0 }),
-            image: Some(v1::ImageSpec { image: "docker.io/library/busybox:latest".into(), ..Default::default() }),
-            labels: [("io.kubernetes.pod.name".to_string(), format!("pod-{i}"))].into(),
-            ..Default::default()
-        };
-        let create =
-            v1::CreateContainerRequest { pod_sandbox_id: pod, config: Some(container), sandbox_config: Some(config) };
-        memory.create_container(create).unwrap();
-    }
-}
 
 const LIST_V1: &str = "/runtime.v1.RuntimeService/ListContainers";
 const VERSION_V1: &str = "/runtime.v1.RuntimeService/Version";
@@ -178,7 +27,7 @@ const EVENTS_V1: &str = "/runtime.v1.RuntimeService/GetContainerEvents";
 async fn an_answer_larger_than_every_window_reaches_a_slow_reader_byte_for_byte() {
     let dir = TempDir::new("window");
     let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
-    fill(&runtime, 8_000).await;
+    common::fill(&runtime, 8_000).await;
     let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
     let direct = Client::connect(&dir.path("runtime.sock"), 1 << 20).await;
     let expected = direct.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
@@ -197,7 +46,7 @@ async fn an_answer_larger_than_every_window_reaches_a_slow_reader_byte_for_byte(
 async fn a_translated_list_beyond_every_window_arrives_whole() {
     let dir = TempDir::new("window-old");
     let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1alpha2]).await;
-    fill(&runtime, 8_000).await;
+    common::fill(&runtime, 8_000).await;
     let bridge = Bridge::start(config(&dir, &dir.path("runtime.sock"), None)).await;
     let slow = Client::connect(&bridge.socket, 16 << 10).await;
     let answered = slow.call(LIST_V1, &[], None, Duration::from_micros(100)).await.unwrap();

@@ -65,7 +65,9 @@ impl Router for SpliceRouter {
             && plan.request.is_identity()
             && plan.response.is_identity()
             && !found.profile.runtime.lacks_rpc(plan.since)
-            && !old_events;
+            && !old_events
+            // A runtime may answer it UNIMPLEMENTED, which the terminating path answers for.
+            && rpc.info.method != "RuntimeConfig";
         if !as_it_is {
             return Route::Intercept;
         }

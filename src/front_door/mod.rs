@@ -112,7 +112,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// answer, and a flood of them holds the one thread every call runs on. Real clients send a few
 /// (grpc-go: its settings, keepalive and flow-control estimation pings).
 pub const MAX_CONTROL_FRAMES: u32 = 10_000;
-const CONTROL_WINDOW: Duration = Duration::from_secs(10);
+pub const CONTROL_WINDOW: Duration = Duration::from_secs(10);
 
 /// A client connection whose header blocks the HTTP/2 server can accept; see the module doc.
 ///

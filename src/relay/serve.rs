@@ -144,7 +144,7 @@ async fn connection<C: Calls>(stream: UnixStream, calls: Arc<C>, limits: Limits,
             return;
         }
         match UnixStream::connect(&socket).await {
-            Ok(runtime) => return spliced(stream, runtime, router, (calls, client), limits, stopping).await,
+            Ok(runtime) => return spliced(stream, runtime, router, (calls, client, held), limits, stopping).await,
             Err(error) => {
                 tracing::debug!(%error, socket = %socket.display(), "cannot splice: the terminating path serves the connection")
             }
@@ -159,7 +159,7 @@ async fn spliced<C: Calls>(
     stream: UnixStream,
     runtime: UnixStream,
     router: C::Router,
-    (calls, client): (Arc<C>, Arc<C::Connection>),
+    (calls, client, held): (Arc<C>, Arc<C::Connection>, Charge),
     limits: Limits,
     stopping: watch::Receiver<bool>,
 ) {
@@ -175,7 +175,7 @@ async fn spliced<C: Calls>(
     let _driver = AbortOnDrop(tokio::spawn(async move {
         let _ = driver.await;
     }));
-    let spliced = super::splice::Spliced { client: stream, runtime, inner };
+    let spliced = super::splice::Spliced { client: stream, runtime, inner, held };
     super::splice::splice(spliced, router, limits, stopping).await;
 }
 

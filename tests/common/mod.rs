@@ -165,3 +165,36 @@ pub async fn bridge_speaks(socket: &Path) -> Option<String> {
         cri_bridge::probe::ask_bridge(socket, cri_bridge::control::STATUS_PATH).await.ok()??;
     status.backends[0].version.clone()
 }
+
+/// Gives `runtime` `containers` containers, each in a pod of its own, labelled as a kubelet does.
+pub async fn fill(runtime: &Runtime, containers: usize) {
+    let memory = &runtime.memory;
+    for i in 0..containers {
+        let metadata = cri_bridge::api::v1::PodSandboxMetadata {
+            name: format!("pod-{i}"),
+            uid: format!("uid-{i}"),
+            namespace: "ns".into(),
+            attempt: 0,
+        };
+        let labels = [("app".to_string(), format!("app-{i}")), ("tier".to_string(), "web".to_string())].into();
+        let config = cri_bridge::api::v1::PodSandboxConfig { metadata: Some(metadata), labels, ..Default::default() };
+        let request =
+            cri_bridge::api::v1::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };
+        let pod = memory.run_pod_sandbox(request).unwrap().pod_sandbox_id;
+        let container = cri_bridge::api::v1::ContainerConfig {
+            metadata: Some(cri_bridge::api::v1::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            image: Some(cri_bridge::api::v1::ImageSpec {
+                image: "docker.io/library/busybox:latest".into(),
+                ..Default::default()
+            }),
+            labels: [("io.kubernetes.pod.name".to_string(), format!("pod-{i}"))].into(),
+            ..Default::default()
+        };
+        let create = cri_bridge::api::v1::CreateContainerRequest {
+            pod_sandbox_id: pod,
+            config: Some(container),
+            sandbox_config: Some(config),
+        };
+        memory.create_container(create).unwrap();
+    }
+}

@@ -5,10 +5,11 @@ use super::connection::{frames, Block, Gathering, Intercepted, Relayed, Splice, 
 use super::intercept;
 use super::router::{RequestHead, Route, Router};
 use super::wire::{self, Frame};
-use crate::front_door::{MAX_BLOCK, MAX_CONTINUATIONS};
+use crate::front_door::{CONTROL_WINDOW, MAX_BLOCK, MAX_CONTINUATIONS, MAX_CONTROL_FRAMES};
 use crate::relay::message::{Meter, RequestError, PREFIX_LEN};
 use crate::relay::upstream::OWN_CALL;
 use bytes::BytesMut;
+use std::collections::VecDeque;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
@@ -57,7 +58,22 @@ impl<R: Router> Splice<R> {
             }
             return Ok(());
         }
+        if matches!(frame.kind, wire::SETTINGS | wire::PING) {
+            self.count_control_frame();
+        }
         match frame.kind {
+            // A HEADERS frame whose priority names its own stream is reset by the runtime before
+            // its block is decoded (RFC 9113 §5.3.1; grpc-go and h2 alike): passed unread.
+            wire::HEADERS if wire::self_dependent(frame.flags, frame.stream, frame.payload()) => {
+                if frame.flags & wire::END_HEADERS == 0 {
+                    return Err("a self-dependent HEADERS frame continued".into());
+                }
+                if frame.stream > self.last_stream && !frame.stream.is_multiple_of(2) {
+                    self.last_stream = frame.stream;
+                    self.streams.insert(frame.stream, Stream::Passed);
+                }
+                self.send_runtime(&frame.raw);
+            }
             wire::HEADERS => {
                 let (range, _) =
                     wire::headers_layout(frame.flags, frame.payload()).ok_or("a malformed HEADERS frame")?;
@@ -86,7 +102,7 @@ impl<R: Router> Splice<R> {
                         }
                     }
                     (_, Some(Stream::Intercepted(stream))) => stream.window += i64::from(increment),
-                    (_, Some(Stream::Ended)) => {}
+                    (_, Some(Stream::Ended | Stream::Passed)) => {}
                     _ => self.send_runtime(&frame.raw),
                 }
             }
@@ -100,6 +116,10 @@ impl<R: Router> Splice<R> {
                     self.fatal = Some((wire::ENHANCE_YOUR_CALM, "too many calls cancelled".into()));
                 }
                 match self.streams.get(&frame.stream) {
+                    Some(Stream::Passed) => {
+                        self.streams.remove(&frame.stream);
+                        self.send_runtime(&frame.raw);
+                    }
                     Some(Stream::Intercepted(_) | Stream::Ended) => {
                         if let Some(Stream::Intercepted(Intercepted { task: Some(task), .. })) =
                             self.streams.remove(&frame.stream)
@@ -164,9 +184,10 @@ impl<R: Router> Splice<R> {
         let end = block.flags & wire::END_STREAM != 0;
         let result = match self.streams.get_mut(&id) {
             Some(Stream::Relayed(_)) => {
-                self.pass_block(&block);
+                self.pass_block(&block, &fields);
                 Ok(())
             }
+            Some(Stream::Passed) => Err("a header block on a stream the runtime reset unread".into()),
             Some(Stream::Intercepted(_) | Stream::Ended) if changed => {
                 Err("a second header block, changing the table, on a stream the runtime does not carry".into())
             }
@@ -184,13 +205,12 @@ impl<R: Router> Splice<R> {
             }
             None if id.is_multiple_of(2) || id <= self.last_stream => {
                 // Not a new stream: the runtime answers it as the protocol says.
-                self.pass_block(&block);
+                self.pass_block(&block, &fields);
                 Ok(())
             }
             None if self.going_away => {
-                if changed {
-                    self.pass_block(&block);
-                }
+                // The runtime never sees this block: from here on it gets blocks of cri-bridge's own.
+                self.reencode |= changed;
                 self.last_stream = id;
                 let mut refused = BytesMut::new();
                 wire::rst_stream(&mut refused, id, 0x7);
@@ -207,10 +227,23 @@ impl<R: Router> Splice<R> {
         result
     }
 
-    fn pass_block(&mut self, block: &Block) {
-        for frame in &block.frames {
-            self.send_runtime(frame);
+    /// Passes a client's header block to the runtime: as it came, or, once a block the
+    /// runtime never saw has changed the client's table, written anew into no table.
+    fn pass_block(&mut self, block: &Block, fields: &[(Vec<u8>, Vec<u8>)]) {
+        if !self.reencode {
+            for frame in &block.frames {
+                self.send_runtime(frame);
+            }
+            return;
         }
+        let mut encoded = Vec::new();
+        for (name, value) in fields {
+            super::hpack::encode(name, value, &mut encoded);
+        }
+        let mut frames = BytesMut::new();
+        let end = block.flags & wire::END_STREAM != 0;
+        wire::header_block(&mut frames, block.stream, &encoded, end, self.runtime_max_frame);
+        self.send_runtime(&frames);
     }
 
     fn new_stream(&mut self, block: Block, fields: &[(Vec<u8>, Vec<u8>)], changed: bool, end: bool) {
@@ -227,33 +260,33 @@ impl<R: Router> Splice<R> {
         };
         match route {
             Route::Relay { call, judge } => {
-                self.pass_block(&block);
+                self.pass_block(&block, fields);
                 let now = Instant::now();
                 let mut timers = vec![(now + self.limits.request_timeout, Timer::Request)];
-                if let Some(timeout) = timeout {
-                    timers.push((now + timeout, Timer::Deadline));
+                if let Some(deadline) = timeout.and_then(|timeout| now.checked_add(timeout)) {
+                    timers.push((deadline, Timer::Deadline));
                 }
                 for &(when, timer) in &timers {
                     self.timers.insert((when, id, timer));
                 }
                 let gathering = Some(Gathering { judge, ..Gathering::default() });
-                let relayed =
-                    Relayed { call: Some(call), gathering, meter: Meter::default(), head_sent: false, timers };
+                let relayed = Relayed {
+                    call: Some(call),
+                    runtime_window: self.runtime_initial_window,
+                    outbox: VecDeque::new(),
+                    gathering,
+                    meter: Meter::default(),
+                    head_sent: false,
+                    deadline: timeout.and_then(|timeout| now.checked_add(timeout)),
+                    timers,
+                    held: 0,
+                };
                 self.streams.insert(id, Stream::Relayed(relayed));
             }
             Route::Intercept => {
-                if changed {
-                    // The runtime's table must take the block: on a stream cancelled at once.
-                    let mut first = BytesMut::from(&block.frames[0][..]);
-                    first[4] &= !wire::END_STREAM;
-                    self.send_runtime(&first);
-                    for frame in &block.frames[1..] {
-                        self.send_runtime(frame);
-                    }
-                    let mut cancel = BytesMut::new();
-                    wire::rst_stream(&mut cancel, id, wire::CANCEL);
-                    self.send_runtime(&cancel);
-                }
+                // The runtime's table never takes this block: from here on the runtime gets
+                // blocks of cri-bridge's own, which refer to no table.
+                self.reencode |= changed;
                 let request = match intercept::request_from(fields) {
                     Ok(request) => request,
                     Err(field) => {
@@ -282,28 +315,38 @@ impl<R: Router> Splice<R> {
         let flow = frame.payload().len();
         let data = wire::data_of(frame.flags, frame.payload()).unwrap_or_default();
         let limit = self.router.max_message_size() + PREFIX_LEN;
+        // The client's window is given back as its DATA is read: requests are held here until
+        // whole, and sent on within the runtime's window (`flush_requests`).
+        let mut grant = BytesMut::new();
+        if flow > 0 {
+            wire::window_update(&mut grant, 0, flow as u32);
+            if !end && self.streams.contains_key(&id) {
+                wire::window_update(&mut grant, id, flow as u32);
+            }
+            self.send_client(grant.freeze(), 0);
+        }
         match self.streams.get_mut(&id) {
-            Some(Stream::Relayed(Relayed { gathering: Some(gathering), .. })) => {
+            Some(Stream::Relayed(Relayed { gathering: Some(gathering), held, .. })) => {
                 gathering.message.extend_from_slice(data);
-                gathering.flow += flow;
+                *held += data.len();
                 let checked = gathering.check.pass(data, self.router.max_message_size());
-                gathering.frames.push(frame.raw.clone());
                 let checked = match (checked, end) {
                     (Ok(()), true) => gathering.check.finish(),
                     (checked, _) => checked,
                 };
+                let room = self.held.try_grow(data.len());
+                if !room {
+                    let what = self.router.request_name(self.call_of(id));
+                    let status = Status::resource_exhausted(format!(
+                        "{what}: the connection's memory bound (limits.buffer_per_connection_mib) is full"
+                    ));
+                    return self.refuse(id, status, true);
+                }
                 if end || checked.is_err() {
                     self.judge(id, checked.err());
                 }
             }
             Some(Stream::Intercepted(stream)) => {
-                let mut grant = BytesMut::new();
-                if flow > 0 {
-                    wire::window_update(&mut grant, 0, flow as u32);
-                    if !end {
-                        wire::window_update(&mut grant, id, flow as u32);
-                    }
-                }
                 let size = match &mut stream.request {
                     Some((_, body)) => {
                         body.extend_from_slice(data);
@@ -311,7 +354,6 @@ impl<R: Router> Splice<R> {
                     }
                     None => None,
                 };
-                self.send_client(grant.freeze(), 0);
                 let Some(size) = size else { return };
                 if size > limit {
                     let status = Status::resource_exhausted(format!(
@@ -324,53 +366,69 @@ impl<R: Router> Splice<R> {
                     self.send_intercepted(id);
                 }
             }
-            Some(Stream::Ended) => {
-                if flow > 0 {
-                    let mut grant = BytesMut::new();
-                    wire::window_update(&mut grant, 0, flow as u32);
-                    self.send_client(grant.freeze(), 0);
-                }
-                if end {
-                    self.streams.remove(&id);
-                }
+            Some(Stream::Ended) if end => {
+                self.streams.remove(&id);
             }
-            _ => self.send_runtime(&frame.raw),
+            // After a request's end, on a stream the runtime reset unread, or on one that is
+            // over: nothing for the runtime.
+            _ => {}
         }
     }
 
-    /// A gathered request is whole (or can be no request): passed on, or refused.
+    fn call_of(&self, id: u32) -> &R::Call {
+        match self.streams.get(&id) {
+            Some(Stream::Relayed(Relayed { call: Some(call), .. })) => call,
+            _ => unreachable!("a relayed call"),
+        }
+    }
+
+    /// A gathered request is whole (or can be no request): sent on, or refused.
     fn judge(&mut self, id: u32, bad: Option<RequestError>) {
         let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else { return };
         let gathering = relayed.gathering.take().expect("a request being gathered");
         let call = relayed.call.as_ref().expect("a call");
         let early = bad.is_some();
-        let verdict = match bad {
+        let mut verdict = match bad {
             Some(error) => Err(error.into_status(&self.router.request_name(call))),
             None if gathering.judge => self.router.judge(call, &gathering.message[PREFIX_LEN..]),
             None => Ok(()),
         };
+        if verdict.is_ok() && relayed.deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+            verdict = Err(Status::deadline_exceeded("deadline exceeded before the container runtime answered"));
+        }
         match verdict {
             Ok(()) => {
-                for frame in &gathering.frames {
-                    self.send_runtime(frame);
-                }
+                relayed.outbox.push_back((gathering.message.freeze(), true));
+                self.flush_requests();
             }
-            Err(status) => {
-                let mut cancel = BytesMut::new();
-                wire::rst_stream(&mut cancel, id, wire::CANCEL);
-                self.send_runtime(&cancel);
-                // What the runtime will never see the client is granted again here.
-                if gathering.flow > 0 {
-                    let mut grant = BytesMut::new();
-                    wire::window_update(&mut grant, 0, gathering.flow as u32);
-                    self.send_client(grant.freeze(), 0);
-                }
-                self.end_relayed(id, status.code());
-                self.own_status(id, &status);
-                if early {
-                    self.end_early(id);
-                }
-            }
+            Err(status) => self.refuse(id, status, early),
+        }
+    }
+
+    /// Ends a relayed call with a status of cri-bridge's own before its request went on: the
+    /// runtime's stream (its head alone) is cancelled.
+    fn refuse(&mut self, id: u32, status: Status, early: bool) {
+        let mut cancel = BytesMut::new();
+        wire::rst_stream(&mut cancel, id, wire::CANCEL);
+        self.send_runtime(&cancel);
+        self.end_relayed(id, status.code());
+        self.own_status(id, &status);
+        if early {
+            self.end_early(id);
+        }
+    }
+
+    /// Counts a SETTINGS or PING frame: past `front_door::MAX_CONTROL_FRAMES` in
+    /// `front_door::CONTROL_WINDOW`, the connection ends.
+    fn count_control_frame(&mut self) {
+        let (count, since) = &mut self.control_frames;
+        if since.elapsed() >= CONTROL_WINDOW {
+            (*count, *since) = (0, Instant::now());
+        }
+        *count += 1;
+        if *count > MAX_CONTROL_FRAMES {
+            let why = format!("more than {MAX_CONTROL_FRAMES} SETTINGS and PING frames within {CONTROL_WINDOW:?}");
+            self.fatal = Some((wire::ENHANCE_YOUR_CALM, why));
         }
     }
 

@@ -33,26 +33,38 @@ pub struct Spliced {
     pub runtime: UnixStream,
     /// The in-process connection to the terminating path, for intercepted streams.
     pub inner: h2::client::SendRequest<Bytes>,
+    /// The connection's share of the memory bound.
+    pub held: crate::budget::Charge,
 }
 
 /// A stream of the connection, as the splice carries it.
 pub(super) enum Stream<C> {
     Relayed(Relayed<C>),
     Intercepted(Intercepted),
+    /// Passed to the runtime without being read (a HEADERS frame the runtime resets unread):
+    /// the runtime's reset comes back as it is.
+    Passed,
     /// Answered by cri-bridge before the client finished sending: its frames are taken here.
     Ended,
 }
 
 pub(super) struct Relayed<C> {
     pub call: Option<C>,
+    /// What the runtime still takes on this stream, and the request's bytes waiting for it
+    /// (after judging), the last with END_STREAM.
+    pub runtime_window: i64,
+    pub outbox: VecDeque<(Bytes, bool)>,
     /// The request's frames and message, held until judged (when the router asked).
     pub gathering: Option<Gathering>,
     /// Each answer message's size, against `max_message_size`.
     pub meter: Meter,
     /// The answer's head went to the client: a status of cri-bridge's own goes as trailers.
     pub head_sent: bool,
-    /// Its entries in [`Splice::timers`].
+    /// Its entries in [`Splice::timers`], and the caller's deadline.
     pub timers: Vec<(Instant, Timer)>,
+    pub deadline: Option<Instant>,
+    /// Bytes of its request held in [`Splice::held`].
+    pub held: usize,
 }
 
 /// What a relayed call's timer ends.
@@ -66,10 +78,7 @@ pub enum Timer {
 
 #[derive(Default)]
 pub(super) struct Gathering {
-    pub frames: Vec<Bytes>,
     pub message: BytesMut,
-    /// Flow-controlled bytes held (DATA payloads with their padding).
-    pub flow: usize,
     /// Ask the router before the request goes on.
     pub judge: bool,
     pub check: crate::relay::message::UnaryRequest,
@@ -110,6 +119,9 @@ pub(super) struct Splice<R: Router> {
     pub window: ClientWindow,
     /// The client's blocks, against the runtime's table.
     pub client_table: Decoder,
+    /// Set once a block the runtime never saw changed the client's table: the client's blocks
+    /// are written anew for the runtime from then on.
+    pub reencode: bool,
     /// The runtime's blocks, against the client's table.
     pub runtime_table: Decoder,
     pub client_block: Option<Block>,
@@ -119,6 +131,15 @@ pub(super) struct Splice<R: Router> {
     pub runtime_max_frame: usize,
     /// The client's SETTINGS_INITIAL_WINDOW_SIZE: each intercepted stream's window to begin with.
     pub client_initial_window: i64,
+    /// The runtime's SETTINGS_INITIAL_WINDOW_SIZE, and what it still takes on the connection:
+    /// the splice gives the client its window back as it reads a request, and sends the
+    /// requests on within the runtime's.
+    pub runtime_initial_window: i64,
+    pub runtime_window: i64,
+    /// SETTINGS and PING frames from the client in the current window, and since when.
+    pub control_frames: (u32, Instant),
+    /// The client's connection's share of the memory bound: requests being gathered.
+    pub held: crate::budget::Charge,
     pub preface_read: bool,
     /// GOAWAY sent to the client: streams above `last_stream` are refused.
     pub going_away: bool,
@@ -137,7 +158,7 @@ pub(super) struct Splice<R: Router> {
 /// Relays `spliced` until the client goes, the runtime goes and the client's last call is
 /// answered, or `stopping` turns and the client's calls are done.
 pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut stopping: watch::Receiver<bool>) {
-    let Spliced { client, runtime, inner } = spliced;
+    let Spliced { client, runtime, inner, held } = spliced;
     let (events, mut event_rx) = mpsc::channel(64);
     let mut splice = Splice {
         router,
@@ -152,12 +173,17 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
         waiting_bytes: 0,
         window: ClientWindow::default(),
         client_table: Decoder::new(MAX_HEADER_LIST_SIZE as usize),
+        reencode: false,
         runtime_table: Decoder::new(MAX_HEADER_LIST_SIZE as usize),
         client_block: None,
         runtime_block: None,
         client_max_frame: MAX_FRAME_SIZE,
         runtime_max_frame: MAX_FRAME_SIZE,
         client_initial_window: super::flow::INITIAL_WINDOW,
+        runtime_initial_window: super::flow::INITIAL_WINDOW,
+        runtime_window: super::flow::INITIAL_WINDOW,
+        control_frames: (0, Instant::now()),
+        held,
         preface_read: false,
         going_away: false,
         runtime_gone: false,
@@ -308,9 +334,37 @@ async fn write_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()>
 }
 
 impl<R: Router> Splice<R> {
+    /// Sends judged requests on as the runtime's windows allow.
+    pub fn flush_requests(&mut self) {
+        if self.runtime_gone {
+            return;
+        }
+        let max_frame = self.runtime_max_frame;
+        for (&id, stream) in self.streams.iter_mut() {
+            let Stream::Relayed(relayed) = stream else { continue };
+            while let Some((bytes, end)) = relayed.outbox.front_mut() {
+                let room = self.runtime_window.min(relayed.runtime_window).max(0) as usize;
+                let take = bytes.len().min(room).min(max_frame);
+                if take == 0 && !bytes.is_empty() {
+                    break;
+                }
+                let last = take == bytes.len();
+                wire::data(&mut self.to_runtime, id, &bytes[..take], last && *end);
+                self.runtime_window -= take as i64;
+                relayed.runtime_window -= take as i64;
+                if last {
+                    relayed.outbox.pop_front();
+                } else {
+                    let _ = bytes.split_to(take);
+                }
+            }
+        }
+    }
+
     /// Moves waiting frames to the client as its window allows, then answer bytes of
     /// intercepted streams.
     pub fn flush(&mut self) {
+        self.flush_requests();
         while let Some((_, flow, own)) = self.waiting.front() {
             if self.to_client.len() >= HIGH_WATER {
                 return;
@@ -406,6 +460,8 @@ impl<R: Router> Splice<R> {
         for (when, timer) in relayed.timers.drain(..) {
             self.timers.remove(&(when, id, timer));
         }
+        let held = self.held.held().saturating_sub(relayed.held);
+        self.held.shrink_to(held);
         if let Some(call) = relayed.call.take() {
             self.router.ended(call, code);
         }

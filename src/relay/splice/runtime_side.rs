@@ -58,16 +58,29 @@ impl<R: Router> Splice<R> {
             wire::CONTINUATION => return Err("the runtime: a CONTINUATION with no header block open".into()),
             wire::PUSH_PROMISE => return Err("the runtime pushed a stream".into()),
             wire::DATA => self.runtime_data(frame),
-            // Of a stream the client does not hear from the runtime, neither is passed.
-            wire::WINDOW_UPDATE | wire::RST_STREAM if id != 0 => {
-                if !matches!(self.streams.get(&id), Some(Stream::Relayed(_))) {
-                    return Ok(());
+            // The runtime's grants are the splice's to use (`flush_requests`): the client's
+            // window is given back by the splice as it reads.
+            wire::WINDOW_UPDATE => {
+                let increment = i64::from(wire::u31(frame.payload()).unwrap_or(0));
+                match (id, self.streams.get_mut(&id)) {
+                    (0, _) => self.runtime_window += increment,
+                    (_, Some(Stream::Relayed(relayed))) => relayed.runtime_window += increment,
+                    _ => {}
                 }
-                if frame.kind == wire::RST_STREAM {
-                    self.end_relayed(id, Code::Cancelled);
-                }
-                self.send_client(frame.raw, 0);
+                self.flush_requests();
             }
+            // Of a stream the client does not hear from the runtime, a reset is not passed.
+            wire::RST_STREAM => match self.streams.get(&id) {
+                Some(Stream::Relayed(_)) => {
+                    self.end_relayed(id, Code::Cancelled);
+                    self.send_client(frame.raw, 0);
+                }
+                Some(Stream::Passed) => {
+                    self.streams.remove(&id);
+                    self.send_client(frame.raw, 0);
+                }
+                _ => {}
+            },
             wire::SETTINGS if frame.flags & wire::ACK == 0 => {
                 for (setting, value) in wire::settings(frame.payload()) {
                     match setting {
@@ -75,10 +88,20 @@ impl<R: Router> Splice<R> {
                             self.runtime_max_frame = (value as usize).clamp(16_384, wire::MAX_ALLOWED_FRAME)
                         }
                         wire::SETTINGS_HEADER_TABLE_SIZE => self.client_table.set_limit(value as usize),
+                        wire::SETTINGS_INITIAL_WINDOW_SIZE => {
+                            let delta = i64::from(value) - self.runtime_initial_window;
+                            self.runtime_initial_window = i64::from(value);
+                            for stream in self.streams.values_mut() {
+                                if let Stream::Relayed(relayed) = stream {
+                                    relayed.runtime_window += delta;
+                                }
+                            }
+                        }
                         _ => {}
                     }
                 }
                 self.send_client(frame.raw, 0);
+                self.flush_requests();
             }
             wire::GOAWAY => {
                 self.going_away = true;

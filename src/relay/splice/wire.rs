@@ -4,8 +4,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub use crate::front_door::frame::{
-    headers_layout, put_frame_header, ACK, CONTINUATION, END_HEADERS, END_STREAM, FRAME_HEADER_LEN, HEADERS, PADDED,
-    PING, PREFACE, SETTINGS,
+    headers_layout, put_frame_header, self_dependent, ACK, CONTINUATION, END_HEADERS, END_STREAM, FRAME_HEADER_LEN,
+    HEADERS, PADDED, PING, PREFACE, SETTINGS,
 };
 
 pub const DATA: u8 = 0x0;

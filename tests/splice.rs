@@ -1,0 +1,196 @@
+//! The splice (`relay::splice`, `splice: true`): calls in the runtime's version relayed frame by
+//! frame, every other call on the same connection served by the terminating path, over real
+//! unix sockets with the in-memory runtime. The clients are bare `h2` clients, whose encoder
+//! indexes every header it can: the runtime's table and the splice's copy of it must stay in
+//! step through relayed, intercepted and refused calls.
+//!
+//! A relayed call is told apart by what reaches the runtime: the client's header block as it
+//! came, with `grpc-accept-encoding`, which the terminating path never forwards.
+
+mod common;
+#[path = "support/h2_client.rs"]
+mod h2_client;
+
+use common::{config, Bridge, Runtime, TempDir};
+use cri_bridge::api::{v1, v1alpha2};
+use cri_bridge::CriVersion::V1;
+use h2_client::{framed, only_message, Client};
+use prost::Message;
+use std::time::Duration;
+
+const VERSION_V1: &str = "/runtime.v1.RuntimeService/Version";
+const VERSION_V1ALPHA2: &str = "/runtime.v1alpha2.RuntimeService/Version";
+const LIST_V1: &str = "/runtime.v1.RuntimeService/ListContainers";
+const LIST_V1ALPHA2: &str = "/runtime.v1alpha2.RuntimeService/ListContainers";
+const STOP_V1: &str = "/runtime.v1.RuntimeService/StopContainer";
+/// Passed by the splice, dropped by the terminating path.
+const MARK: (&str, &str) = ("grpc-accept-encoding", "identity");
+
+async fn spliced_pair(name: &str, revision: Option<u8>) -> (TempDir, Runtime, Bridge) {
+    let dir = TempDir::new(name);
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let mut config = config(&dir, &dir.path("runtime.sock"), None);
+    config.splice = true;
+    config.backend_revision = revision;
+    let bridge = Bridge::start(config).await;
+    (dir, runtime, bridge)
+}
+
+#[tokio::test]
+async fn the_runtimes_version_is_relayed_as_it_came_and_the_rest_served_on_the_same_connection() {
+    let (_dir, runtime, bridge) = spliced_pair("splice-mixed", None).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let request = framed(&v1::VersionRequest { version: "0.1.0".into() }.encode_to_vec());
+    for round in 0..3 {
+        let value = format!("round-{round}");
+        let metadata = [MARK, ("x-round", value.as_str())];
+        let open = client.open_with(VERSION_V1, request.clone(), Some("5S"), &metadata).await;
+        let relayed = client.answer(open, Duration::ZERO).await.unwrap();
+        assert_eq!(relayed.code, "0", "{relayed:?}");
+        let version = v1::VersionResponse::decode(only_message(&relayed.body)).unwrap();
+        assert_eq!(version.runtime_api_version, "v1");
+        let seen = runtime.memory.take_metadata("Version").unwrap();
+        assert_eq!(seen.get(MARK.0).unwrap(), MARK.1, "round {round}: the block as it came");
+        assert_eq!(seen.get("x-round").unwrap(), value.as_str(), "round {round}");
+
+        let open = client.open_with(VERSION_V1ALPHA2, request.clone(), Some("5S"), &metadata).await;
+        let served = client.answer(open, Duration::ZERO).await.unwrap();
+        assert_eq!(served.code, "0", "{served:?}");
+        let version = v1alpha2::VersionResponse::decode(only_message(&served.body)).unwrap();
+        assert_eq!(version.runtime_api_version, "v1alpha2", "translated by the terminating path");
+        let seen = runtime.memory.take_metadata("Version").unwrap();
+        assert!(seen.get(MARK.0).is_none(), "round {round}: not spliced");
+        assert_eq!(seen.get("x-round").unwrap(), value.as_str(), "round {round}: its metadata passed on");
+
+        let own = client.call(cri_bridge::control::STATUS_PATH, &[], None, Duration::ZERO).await.unwrap();
+        assert_eq!(own.code, "0", "cri-bridge's own question, answered on the spliced connection: {own:?}");
+        serde_json::from_slice::<serde_json::Value>(only_message(&own.body)).expect("a JSON status");
+    }
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn calls_of_both_kinds_interleaved_on_one_connection_each_get_their_own_answer() {
+    let (_dir, runtime, bridge) = spliced_pair("splice-interleaved", None).await;
+    common::fill(&runtime, 40).await;
+    let direct = Client::connect(&runtime_socket(&bridge), 1 << 20).await;
+    let all = direct.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
+    let ids: Vec<String> = v1::ListContainersResponse::decode(only_message(&all.body))
+        .unwrap()
+        .containers
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let mut calls = Vec::new();
+    for (i, id) in ids.iter().cycle().take(128).enumerate() {
+        let client = client.clone();
+        let id = id.clone();
+        calls.push(tokio::spawn(async move {
+            // A header of its own for each call: the client's table churns (entries added and
+            // evicted) across relayed and intercepted calls alike.
+            let value = format!("{i}-{}", "x".repeat(i * 7 % 300));
+            let metadata = [MARK, ("x-call", value.as_str())];
+            let (path, request) = if i % 2 == 0 {
+                let filter = v1::ContainerFilter { id: id.clone(), ..Default::default() };
+                (LIST_V1, v1::ListContainersRequest { filter: Some(filter) }.encode_to_vec())
+            } else {
+                let filter = v1alpha2::ContainerFilter { id: id.clone(), ..Default::default() };
+                (LIST_V1ALPHA2, v1alpha2::ListContainersRequest { filter: Some(filter) }.encode_to_vec())
+            };
+            let answered =
+                client.answer(client.open_with(path, framed(&request), None, &metadata).await, Duration::ZERO);
+            let answered = answered.await.unwrap();
+            assert_eq!(answered.code, "0", "call {i}: {answered:?}");
+            let found: Vec<String> = if i % 2 == 0 {
+                v1::ListContainersResponse::decode(only_message(&answered.body))
+                    .unwrap()
+                    .containers
+                    .into_iter()
+                    .map(|c| c.id)
+                    .collect()
+            } else {
+                v1alpha2::ListContainersResponse::decode(only_message(&answered.body))
+                    .unwrap()
+                    .containers
+                    .into_iter()
+                    .map(|c| c.id)
+                    .collect()
+            };
+            assert_eq!(found, vec![id], "call {i} got its own answer");
+        }));
+    }
+    for call in calls {
+        call.await.unwrap();
+    }
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_call_leaves_the_connection_and_both_tables_in_step() {
+    // A runtime of revision 1.37 gets no field cri-bridge's schema does not know.
+    let (_dir, runtime, bridge) = spliced_pair("splice-refused", Some(37)).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    let mut unknown = v1::StopContainerRequest { container_id: "c".into(), timeout: 1 }.encode_to_vec();
+    prost::encoding::encode_varint(9 << 3, &mut unknown);
+    prost::encoding::encode_varint(1, &mut unknown);
+    let known = v1::StopContainerRequest { container_id: "c".into(), timeout: 1 }.encode_to_vec();
+    for round in 0..4 {
+        // A header first seen on the refused call, indexed by the client then: the runtime's
+        // table must have taken it, for the next call refers to it.
+        let value = format!("refused-{round}-{}", "v".repeat(200));
+        let metadata = [MARK, ("x-trace", value.as_str())];
+        let refused = client.answer(client.open_with(STOP_V1, framed(&unknown), None, &metadata).await, Duration::ZERO);
+        let refused = refused.await.unwrap();
+        assert_eq!(refused.code, "9", "FAILED_PRECONDITION: {refused:?}");
+        assert_eq!(runtime.memory.calls_of("StopContainer"), round, "the refused call did not run");
+        let passed = client.answer(client.open_with(STOP_V1, framed(&known), None, &metadata).await, Duration::ZERO);
+        let passed = passed.await.unwrap();
+        assert_ne!(passed.code, "9", "{passed:?}");
+        assert_eq!(runtime.memory.calls_of("StopContainer"), round + 1);
+        let seen = runtime.memory.take_metadata("StopContainer").unwrap();
+        assert_eq!(seen.get("x-trace").unwrap(), value.as_str(), "round {round}: the runtime decoded the same header");
+        assert_eq!(seen.get(MARK.0).unwrap(), MARK.1, "round {round}: the call that passed was spliced");
+    }
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_of_cri_bridges_own_larger_than_the_clients_window_shares_it_with_the_runtimes() {
+    let (_dir, runtime, bridge) = spliced_pair("splice-windows", None).await;
+    common::fill(&runtime, 2_000).await;
+    // 64 KiB windows, read slowly: the translated answer (written by cri-bridge) and the relayed
+    // one (written by the runtime) take turns in the same connection window.
+    let client = Client::connect(&bridge.socket, 64 << 10).await;
+    let list = |path: &'static str| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let open = client.open_with(path, framed(&[]), None, &[MARK]).await;
+            client.answer(open, Duration::from_millis(1)).await.unwrap()
+        })
+    };
+    let (relayed, translated) = (list(LIST_V1), list(LIST_V1ALPHA2));
+    let (relayed, translated) = (relayed.await.unwrap(), translated.await.unwrap());
+    assert_eq!((relayed.code.as_str(), translated.code.as_str()), ("0", "0"));
+    assert!(translated.body.len() > 4 * (64 << 10), "an answer of {} bytes", translated.body.len());
+    let relayed = v1::ListContainersResponse::decode(only_message(&relayed.body)).unwrap();
+    let translated = v1alpha2::ListContainersResponse::decode(only_message(&translated.body)).unwrap();
+    let ids = |ids: Vec<String>| -> std::collections::BTreeSet<String> { ids.into_iter().collect() };
+    assert_eq!(relayed.containers.len(), 2_000);
+    assert_eq!(
+        ids(relayed.containers.into_iter().map(|c| c.id).collect()),
+        ids(translated.containers.into_iter().map(|c| c.id).collect())
+    );
+    // And the connection serves on.
+    let version = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(version.code, "0");
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+fn runtime_socket(bridge: &Bridge) -> std::path::PathBuf {
+    bridge.socket.with_file_name("runtime.sock")
+}
