@@ -32,6 +32,9 @@ enum Command {
         /// auto | v1 | v1alpha2 | v1alpha1
         #[arg(long)]
         backend_version: Option<String>,
+        /// Splice connections whose calls the runtime takes as they are (the config's `splice`).
+        #[arg(long)]
+        splice: bool,
     },
     /// Validate a config file without starting.
     CheckConfig { file: PathBuf },
@@ -52,12 +55,13 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Serve { config: config_file, listen, backend, image_backend, backend_version } => {
+        Command::Serve { config: config_file, listen, backend, image_backend, backend_version, splice } => {
             let loaded = match &config_file {
                 Some(path) => Config::load(path),
                 None => Ok(Config::default()),
             };
-            let overrides = Overrides { listen, backend, image_backend, backend_version };
+            let overrides =
+                Overrides { listen, backend, image_backend, backend_version, splice: splice.then_some(true) };
             let config = match loaded.and_then(|c| c.apply(overrides.clone())) {
                 Ok(config) => config,
                 Err(e) => return fail(e),

@@ -3,6 +3,7 @@
 //! Peers, each a unix socket the same load client talks to:
 //! - `direct v1`: an in-memory runtime serving CRI v1;
 //! - `passthrough v1->v1`: the cri-bridge binary in front of that runtime;
+//! - `spliced v1->v1`: the same with `--splice` (each connection relayed frame by frame);
 //! - `translating v1->v1alpha2`: the cri-bridge binary in front of an in-memory runtime that
 //!   serves only v1alpha2, the client still speaking v1;
 //! - `direct v1alpha2`: that v1alpha2 runtime asked directly, the baseline of `translating`;

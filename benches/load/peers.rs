@@ -44,10 +44,18 @@ fn start_runtime(dir: &Path, version: CriVersion) -> (Child, PathBuf) {
 }
 
 /// cri-bridge listening on `dir/<label>.sock`, forwarding to `backend`.
-fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option<&str>) -> (Child, PathBuf) {
+/// With `splice`, connections are spliced (`--splice`).
+fn start_bridge(
+    dir: &Path,
+    label: &str,
+    backend: &Path,
+    backend_version: Option<&str>,
+    splice: bool,
+) -> (Child, PathBuf) {
     // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
     let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
-    start_bridge_binary(&binary, dir, label, backend, backend_version)
+    let splice = if splice { &["--splice"][..] } else { &[] };
+    start_bridge_binary(&binary, dir, label, backend, backend_version, splice)
 }
 
 fn start_bridge_binary(
@@ -56,6 +64,7 @@ fn start_bridge_binary(
     label: &str,
     backend: &Path,
     backend_version: Option<&str>,
+    extra: &[&str],
 ) -> (Child, PathBuf) {
     let socket = dir.join(format!("{label}.sock"));
     let mut args = vec![
@@ -68,6 +77,7 @@ fn start_bridge_binary(
     if let Some(version) = backend_version {
         args.extend(["--backend-version".to_string(), version.to_string()]);
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
     let log = dir.join(format!("{label}.log"));
     let mut child = Child::guarded(&format!("cri-bridge {label}"), binary, &args, &log);
     child.wait_for_socket(&socket);
@@ -108,12 +118,14 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
 
     let (v1_runtime, v1_socket) = start_runtime(&dir.0, CriVersion::V1);
     let (v1alpha2_runtime, v1alpha2_socket) = start_runtime(&dir.0, CriVersion::V1alpha2);
-    let (passthrough, passthrough_socket) = start_bridge(&dir.0, "bridge-passthrough", &v1_socket, None);
-    let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None);
+    let (passthrough, passthrough_socket) = start_bridge(&dir.0, "bridge-passthrough", &v1_socket, None, false);
+    let (spliced, spliced_socket) = start_bridge(&dir.0, "bridge-spliced", &v1_socket, None, true);
+    let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None, false);
     let (v1_pid, v1alpha2_pid) = (Some(v1_runtime.pid), Some(v1alpha2_runtime.pid));
 
     let direct_v1 = add(peer("direct v1", v1_socket.clone(), None, None, v1_pid));
     add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
+    add(peer("spliced v1->v1", spliced_socket, Some(direct_v1), Some(spliced.pid), v1_pid));
     // The translating peer's baseline is pushed right after it.
     let translating_index =
         add(peer("translating v1->v1alpha2", translating_socket, None, Some(translating.pid), v1alpha2_pid));
@@ -122,13 +134,13 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
         ..peer("direct v1alpha2", v1alpha2_socket.clone(), None, None, v1alpha2_pid)
     });
     peers[translating_index].baseline = Some(direct_v1alpha2);
-    children.extend([passthrough, translating]);
+    children.extend([passthrough, spliced, translating]);
     // `LOAD_COMPARE_BIN`: the same two proxies from another build, measured in the same run.
     if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
         let (old_passthrough, old_passthrough_socket) =
-            start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None);
+            start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None, &[]);
         let (old_translating, old_translating_socket) =
-            start_bridge_binary(&binary, &dir.0, "compare-translating", &v1alpha2_socket, None);
+            start_bridge_binary(&binary, &dir.0, "compare-translating", &v1alpha2_socket, None, &[]);
         peers.push(peer(
             "compare passthrough v1->v1",
             old_passthrough_socket,
@@ -174,11 +186,14 @@ fn add_containerd_peers(dir: &Path, socket: &Path, peers: &mut Vec<Peer>, childr
         containers: 0,
     };
     peers.push(peer("direct v1", socket.to_path_buf(), None, None));
-    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"));
+    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"), false);
     peers.push(peer("passthrough v1->v1", passthrough_socket, Some(direct), Some(passthrough.pid)));
-    let (translating, translating_socket) = start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"));
+    let (spliced, spliced_socket) = start_bridge(dir, "containerd-spliced", socket, Some("v1"), true);
+    peers.push(peer("spliced v1->v1", spliced_socket, Some(direct), Some(spliced.pid)));
+    let (translating, translating_socket) =
+        start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"), false);
     peers.push(peer("translating v1->v1alpha2", translating_socket, Some(direct), Some(translating.pid)));
-    children.extend([passthrough, translating]);
+    children.extend([passthrough, spliced, translating]);
     if socat_installed() {
         let (socat, socat_socket) = start_socat(dir, "containerd-socat", socket);
         peers.push(peer("socat v1", socat_socket, Some(direct), Some(socat.pid)));

@@ -308,6 +308,9 @@ impl Config {
         if let Some(version) = overrides.backend_version {
             self.backend_version = parse_backend_version("--backend-version", &version)?;
         }
+        if let Some(splice) = overrides.splice {
+            self.splice = splice;
+        }
         self.validate()?;
         Ok(self)
     }

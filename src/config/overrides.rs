@@ -1,4 +1,4 @@
-//! Command-line values (`--listen`, `--backend`, `--image-backend`, `--backend-version`) that
+//! Command-line values (`--listen`, `--backend`, `--image-backend`, `--backend-version`, `--splice`) that
 //! override the file's (applied by `Config::apply`).
 
 use std::path::PathBuf;
@@ -10,4 +10,5 @@ pub struct Overrides {
     pub backend: Option<String>,
     pub image_backend: Option<String>,
     pub backend_version: Option<String>,
+    pub splice: Option<bool>,
 }
