@@ -222,8 +222,14 @@ fn overrides_win_over_the_file() {
             backend: Some("unix:///flag/runtime.sock".into()),
             image_backend: Some("unix:///flag/images.sock".into()),
             backend_version: Some("v1alpha1".into()),
+            splice: Some(true),
         })
         .unwrap();
+    assert!(config.splice, "--splice sets it");
+    assert!(!file.splice, "off unless asked for");
+    assert!(Config::parse("splice: true\n").unwrap().splice);
+    let error = Config::parse("splice: sometimes\n").unwrap_err().to_string();
+    assert!(error.contains("splice"), "{error}");
     assert_eq!(config.listen_path, PathBuf::from("/flag/listen.sock"));
     assert_eq!(config.backend, Endpoint::Unix(PathBuf::from("/flag/runtime.sock")));
     assert_eq!(config.image_backend, Some(Endpoint::Unix(PathBuf::from("/flag/images.sock"))));

@@ -2,6 +2,7 @@
 //! intercepted, a request is held to be judged, or a grant repays cri-bridge's own DATA.
 
 use super::connection::{frames, Block, Gathering, Intercepted, Relayed, Splice, Stream, Timer, KEEPALIVE};
+use super::hpack::Fields;
 use super::intercept;
 use super::router::{RequestHead, Route, Router};
 use super::wire::{self, Frame};
@@ -178,7 +179,7 @@ impl<R: Router> Splice<R> {
         fields.clear();
         let changed = self
             .client_table
-            .decode(&block.hpack, |name, value| fields.push((name.to_vec(), value.to_vec())))
+            .decode(&block.hpack, |name, value| fields.push(name, value))
             .map_err(|e| e.to_string())?;
         let id = block.stream;
         let end = block.flags & wire::END_STREAM != 0;
@@ -229,7 +230,7 @@ impl<R: Router> Splice<R> {
 
     /// Passes a client's header block to the runtime: as it came, or, once a block the
     /// runtime never saw has changed the client's table, written anew into no table.
-    fn pass_block(&mut self, block: &Block, fields: &[(Vec<u8>, Vec<u8>)]) {
+    fn pass_block(&mut self, block: &Block, fields: &Fields) {
         if !self.reencode {
             for frame in &block.frames {
                 self.send_runtime(frame);
@@ -237,7 +238,7 @@ impl<R: Router> Splice<R> {
             return;
         }
         let mut encoded = Vec::new();
-        for (name, value) in fields {
+        for (name, value) in fields.iter() {
             super::hpack::encode(name, value, &mut encoded);
         }
         let mut frames = BytesMut::new();
@@ -246,11 +247,11 @@ impl<R: Router> Splice<R> {
         self.send_runtime(&frames);
     }
 
-    fn new_stream(&mut self, block: Block, fields: &[(Vec<u8>, Vec<u8>)], changed: bool, end: bool) {
+    fn new_stream(&mut self, block: Block, fields: &Fields, changed: bool, end: bool) {
         let id = block.stream;
-        let path = fields.iter().find(|(n, _)| n == b":path").map(|(_, v)| String::from_utf8_lossy(v));
-        let own_call = fields.iter().any(|(n, _)| n == OWN_CALL.as_str().as_bytes());
-        let timeout = fields.iter().find(|(n, _)| n == b"grpc-timeout").and_then(|(_, v)| timeout_of(v));
+        let path = fields.get(b":path").map(String::from_utf8_lossy);
+        let own_call = fields.get(OWN_CALL.as_str().as_bytes()).is_some();
+        let timeout = fields.get(b"grpc-timeout").and_then(timeout_of);
         // A request without a message (END_STREAM on its head) is the terminating path's to refuse.
         let route = match &path {
             // Once the runtime connection is lost, the terminating path serves every call (it
@@ -262,12 +263,11 @@ impl<R: Router> Splice<R> {
             Route::Relay { call, judge } => {
                 self.pass_block(&block, fields);
                 let now = Instant::now();
-                let mut timers = vec![(now + self.limits.request_timeout, Timer::Request)];
-                if let Some(deadline) = timeout.and_then(|timeout| now.checked_add(timeout)) {
-                    timers.push((deadline, Timer::Deadline));
-                }
-                for &(when, timer) in &timers {
-                    self.timers.insert((when, id, timer));
+                let request_timer = now + self.limits.request_timeout;
+                let deadline = timeout.and_then(|timeout| now.checked_add(timeout));
+                self.timers.insert((request_timer, id, Timer::Request));
+                if let Some(deadline) = deadline {
+                    self.timers.insert((deadline, id, Timer::Deadline));
                 }
                 let gathering = Some(Gathering { judge, ..Gathering::default() });
                 let relayed = Relayed {
@@ -277,8 +277,8 @@ impl<R: Router> Splice<R> {
                     gathering,
                     meter: Meter::default(),
                     head_sent: false,
-                    deadline: timeout.and_then(|timeout| now.checked_add(timeout)),
-                    timers,
+                    deadline,
+                    request_timer,
                     held: 0,
                 };
                 self.streams.insert(id, Stream::Relayed(relayed));
@@ -399,6 +399,7 @@ impl<R: Router> Splice<R> {
         match verdict {
             Ok(()) => {
                 relayed.outbox.push_back((gathering.message.freeze(), true));
+                self.requests_waiting.push(id);
                 self.flush_requests();
             }
             Err(status) => self.refuse(id, status, early),

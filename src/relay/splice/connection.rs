@@ -60,8 +60,9 @@ pub(super) struct Relayed<C> {
     pub meter: Meter,
     /// The answer's head went to the client: a status of cri-bridge's own goes as trailers.
     pub head_sent: bool,
-    /// Its entries in [`Splice::timers`], and the caller's deadline.
-    pub timers: Vec<(Instant, Timer)>,
+    /// Its entries in [`Splice::timers`]: when its request must have arrived, and the caller's
+    /// deadline.
+    pub request_timer: Instant,
     pub deadline: Option<Instant>,
     /// Bytes of its request held in [`Splice::held`].
     pub held: usize,
@@ -150,7 +151,13 @@ pub(super) struct Splice<R: Router> {
     pub keepalive_acked: bool,
     /// Why the connection must end now, if it must, and the GOAWAY code the client is told.
     pub fatal: Option<(u32, String)>,
-    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub fields: super::hpack::Fields,
+    /// A header block being written, kept from block to block.
+    pub scratch: Vec<u8>,
+    /// Relayed calls whose judged requests wait for the runtime's window, and intercepted
+    /// streams whose answer bytes wait for the client's.
+    pub requests_waiting: Vec<u32>,
+    pub answers_waiting: Vec<u32>,
     /// Relayed calls' timers, soonest first.
     pub timers: std::collections::BTreeSet<(Instant, u32, Timer)>,
 }
@@ -190,8 +197,11 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
         resets: 0,
         keepalive_acked: false,
         fatal: None,
-        fields: Vec::new(),
+        fields: super::hpack::Fields::default(),
+        scratch: Vec::new(),
         timers: std::collections::BTreeSet::new(),
+        requests_waiting: Vec::new(),
+        answers_waiting: Vec::new(),
     };
     let (mut from_client, mut from_runtime) = (BytesMut::with_capacity(16 << 10), BytesMut::with_capacity(16 << 10));
     let mut checks = tokio::time::interval(CHECK_EVERY.min(limits.idle_timeout));
@@ -336,17 +346,18 @@ async fn write_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()>
 impl<R: Router> Splice<R> {
     /// Sends judged requests on as the runtime's windows allow.
     pub fn flush_requests(&mut self) {
-        if self.runtime_gone {
+        if self.runtime_gone || self.requests_waiting.is_empty() {
             return;
         }
         let max_frame = self.runtime_max_frame;
-        for (&id, stream) in self.streams.iter_mut() {
-            let Stream::Relayed(relayed) = stream else { continue };
+        let mut waiting = std::mem::take(&mut self.requests_waiting);
+        waiting.retain(|&id| {
+            let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else { return false };
             while let Some((bytes, end)) = relayed.outbox.front_mut() {
                 let room = self.runtime_window.min(relayed.runtime_window).max(0) as usize;
                 let take = bytes.len().min(room).min(max_frame);
                 if take == 0 && !bytes.is_empty() {
-                    break;
+                    return true;
                 }
                 let last = take == bytes.len();
                 wire::data(&mut self.to_runtime, id, &bytes[..take], last && *end);
@@ -358,7 +369,9 @@ impl<R: Router> Splice<R> {
                     let _ = bytes.split_to(take);
                 }
             }
-        }
+            false
+        });
+        self.requests_waiting = waiting;
     }
 
     /// Moves waiting frames to the client as its window allows, then answer bytes of
@@ -397,16 +410,28 @@ impl<R: Router> Splice<R> {
         }
     }
 
+    /// A header block of cri-bridge's own for the client, behind any frames that wait.
+    pub fn send_client_block(&mut self, id: u32, block: &[u8], end: bool) {
+        if self.waiting.is_empty() {
+            wire::header_block(&mut self.to_client, id, block, end, self.client_max_frame);
+        } else {
+            let mut frames = BytesMut::new();
+            wire::header_block(&mut frames, id, block, end, self.client_max_frame);
+            self.send_client(frames.freeze(), 0);
+        }
+    }
+
     /// Writes what intercepted streams' answers have ready, as their windows allow.
     fn write_pending_answers(&mut self) {
         let max_frame = self.client_max_frame;
-        for (&id, stream) in self.streams.iter_mut() {
-            let Stream::Intercepted(stream) = stream else { continue };
-            let Some((bytes, offset, _)) = &mut stream.pending else { continue };
+        let mut waiting = std::mem::take(&mut self.answers_waiting);
+        waiting.retain(|&id| {
+            let Some(Stream::Intercepted(stream)) = self.streams.get_mut(&id) else { return false };
+            let Some((bytes, offset, _)) = &mut stream.pending else { return false };
             while *offset < bytes.len() {
                 let room = self.window.own_room().min(stream.window.max(0) as usize).min(max_frame);
                 if room == 0 || self.to_client.len() >= HIGH_WATER {
-                    break;
+                    return true;
                 }
                 let end = (*offset + room).min(bytes.len());
                 wire::data(&mut self.to_client, id, &bytes[*offset..end], false);
@@ -414,19 +439,22 @@ impl<R: Router> Splice<R> {
                 stream.window -= (end - *offset) as i64;
                 *offset = end;
             }
-            if *offset >= bytes.len() {
-                if let Some((_, _, written)) = stream.pending.take() {
-                    let _ = written.send(());
-                }
+            if let Some((_, _, written)) = stream.pending.take() {
+                let _ = written.send(());
             }
-        }
+            false
+        });
+        self.answers_waiting = waiting;
     }
 
     /// An event of an intercepted stream's task.
     fn intercepted_event(&mut self, id: u32, event: Event) {
         let Some(Stream::Intercepted(stream)) = self.streams.get_mut(&id) else { return };
         match event {
-            Event::Data { bytes, written } => stream.pending = Some((bytes, 0, written)),
+            Event::Data { bytes, written } => {
+                stream.pending = Some((bytes, 0, written));
+                self.answers_waiting.push(id);
+            }
             Event::Headers { block, end } => {
                 let mut frames = BytesMut::new();
                 wire::header_block(&mut frames, id, &block, end, self.client_max_frame);
@@ -457,8 +485,9 @@ impl<R: Router> Splice<R> {
             return None;
         }
         let Some(Stream::Relayed(mut relayed)) = self.streams.remove(&id) else { return None };
-        for (when, timer) in relayed.timers.drain(..) {
-            self.timers.remove(&(when, id, timer));
+        self.timers.remove(&(relayed.request_timer, id, Timer::Request));
+        if let Some(deadline) = relayed.deadline {
+            self.timers.remove(&(deadline, id, Timer::Deadline));
         }
         let held = self.held.held().saturating_sub(relayed.held);
         self.held.shrink_to(held);

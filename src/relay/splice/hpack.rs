@@ -176,6 +176,46 @@ impl Decoder {
     }
 }
 
+/// A decoded header list, held flat in one buffer that is kept from block to block.
+#[derive(Default)]
+pub struct Fields {
+    bytes: Vec<u8>,
+    /// Each field's start, the end of its name, and the end of its value, in `bytes`.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl Fields {
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(value);
+        self.spans.push((start, start + name.len(), self.bytes.len()));
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().map(|&(start, name, end)| (&self.bytes[start..name], &self.bytes[name..end]))
+    }
+
+    /// The first field named `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// Whether `name` may be a header name on the wire (lowercase, a token) and `value` a value
+/// (no control characters but tab), as the `http` crate requires of them.
+pub fn valid_field(name: &[u8], value: &[u8]) -> bool {
+    let name_ok = |b: &u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+    let pseudo = name.first() == Some(&b':');
+    let name = if pseudo { &name[1..] } else { name };
+    !name.is_empty() && name.iter().all(name_ok) && value.iter().all(|&b| (b >= 32 && b != 127) || b == b'\t')
+}
+
 /// Appends one field to a block of cri-bridge's own: the static entry when name and value are
 /// one, else a literal never indexed (naming a static entry when the name is one), not
 /// Huffman-coded. Such a block changes neither end's table.

@@ -22,12 +22,12 @@ pub enum Event {
 
 /// A request head as the terminating path takes it, from the client's decoded fields; `Err`
 /// names the field that is not a valid HTTP header.
-pub fn request_from(fields: &[(Vec<u8>, Vec<u8>)]) -> Result<http::Request<()>, String> {
+pub fn request_from(fields: &hpack::Fields) -> Result<http::Request<()>, String> {
     let mut request = http::Request::new(());
     *request.method_mut() = http::Method::POST;
-    for (name, value) in fields {
+    for (name, value) in fields.iter() {
         let shown = || String::from_utf8_lossy(name).into_owned();
-        match name.as_slice() {
+        match name {
             b":path" => {
                 let path = std::str::from_utf8(value).map_err(|_| format!("{}: not UTF-8", shown()))?;
                 *request.uri_mut() =

@@ -3,7 +3,7 @@
 //! runtime (intercepted, refused, reset).
 
 use super::connection::{frames, Block, Splice, Stream};
-use super::intercept::block_of;
+use super::hpack::{encode, valid_field};
 use super::router::Router;
 use super::wire::{self, Frame};
 use crate::front_door::{MAX_BLOCK, MAX_CONTINUATIONS};
@@ -114,42 +114,47 @@ impl<R: Router> Splice<R> {
 
     /// A whole header block of the runtime's: decoded always (the client's table copy follows
     /// it), written anew for a relayed stream.
-    fn runtime_headers(&mut self, block: Block) -> Result<(), String> {
-        let id = block.stream;
-        let end = block.flags & wire::END_STREAM != 0;
-        let mut headers = http::HeaderMap::new();
-        let mut status = None;
-        let mut code = None;
-        let mut bad = None;
+    fn runtime_headers(&mut self, incoming: Block) -> Result<(), String> {
+        let id = incoming.stream;
+        let end = incoming.flags & wire::END_STREAM != 0;
+        // Written anew as it is read: fields that enter no table, `:status` only in a head.
+        let relayed = matches!(self.streams.get(&id), Some(Stream::Relayed(_)));
+        let head = relayed && matches!(self.streams.get(&id), Some(Stream::Relayed(r)) if !r.head_sent);
+        let mut block = std::mem::take(&mut self.scratch);
+        block.clear();
+        let (mut code, mut bad) = (None, None);
         self.runtime_table
-            .decode(&block.hpack, |name, value| {
-                if name == b":status" {
-                    status = std::str::from_utf8(value).ok().and_then(|s| s.parse::<http::StatusCode>().ok());
+            .decode(&incoming.hpack, |name, value| {
+                if !relayed {
+                    return;
+                }
+                if !valid_field(name, value) {
+                    bad = Some(String::from_utf8_lossy(name).into_owned());
                     return;
                 }
                 if name == b"grpc-status" {
                     code = Some(Code::from_bytes(value));
                 }
-                match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
-                    (Ok(name), Ok(value)) => {
-                        headers.append(name, value);
-                    }
-                    _ => bad = Some(String::from_utf8_lossy(name).into_owned()),
+                if name != b":status" || head {
+                    encode(name, value, &mut block);
                 }
             })
             .map_err(|e| format!("the runtime: {e}"))?;
-        let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) else { return Ok(()) };
+        if !relayed {
+            self.scratch = block;
+            return Ok(());
+        }
         if let Some(name) = bad {
+            self.scratch = block;
             let status = Status::internal(format!("the runtime's answer has an invalid header {name}"));
             self.cut_relayed(id, &status);
             return Ok(());
         }
-        let head = !relayed.head_sent;
-        relayed.head_sent = true;
-        let block = block_of(if head { status } else { None }, &headers);
-        let mut frames = BytesMut::new();
-        wire::header_block(&mut frames, id, &block, end, self.client_max_frame);
-        self.send_client(frames.freeze(), 0);
+        if let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) {
+            relayed.head_sent = true;
+        }
+        self.send_client_block(id, &block, end);
+        self.scratch = block;
         if end {
             self.end_relayed(id, code.unwrap_or(Code::Unknown));
         }
