@@ -97,3 +97,8 @@ fn config() {
 fn copy() {
     replay("copy");
 }
+
+#[test]
+fn splice_hpack() {
+    replay("splice_hpack");
+}

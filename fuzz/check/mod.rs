@@ -17,6 +17,7 @@ pub mod framing;
 pub mod front_door;
 pub mod header_block;
 pub mod scan;
+pub mod splice_hpack;
 
 #[path = "../../tests/support/wire_gen.rs"]
 pub mod wire_gen;
@@ -36,6 +37,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("header_block", header_block::run),
     ("config", config::run),
     ("copy", copy::run),
+    ("splice_hpack", splice_hpack::run),
 ];
 
 /// The input read as a sequence of choices, then the rest as the payload. Past the end every

@@ -175,6 +175,7 @@ async fn spliced<C: Calls>(
     let _driver = AbortOnDrop(tokio::spawn(async move {
         let _ = driver.await;
     }));
+    tracing::debug!("a client connection is spliced to a runtime connection of its own");
     let spliced = super::splice::Spliced { client: stream, runtime, inner, held };
     super::splice::splice(spliced, router, limits, stopping).await;
 }
