@@ -194,3 +194,146 @@ async fn an_answer_of_cri_bridges_own_larger_than_the_clients_window_shares_it_w
 fn runtime_socket(bridge: &Bridge) -> std::path::PathBuf {
     bridge.socket.with_file_name("runtime.sock")
 }
+
+/// One step of the model-based test below.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A v1 ListContainers of one container (relayed), with a header of its own.
+    Relayed { pick: usize, meta: String },
+    /// The same in v1alpha2 (intercepted, translated by the terminating path).
+    Intercepted { pick: usize, meta: String },
+    /// cri-bridge's own question.
+    Own,
+    /// A StopContainer with a field the runtime's revision does not know: refused by cri-bridge.
+    Refused { meta: String },
+    /// A StopContainer the runtime takes (relayed after judging).
+    Judged { meta: String },
+    /// A call whose request is cut off and reset by the client before it is whole.
+    Abandoned { meta: String },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let meta = "[a-z0-9]{0,24}|x{200,400}";
+    prop_oneof![
+        (0usize..20, meta).prop_map(|(pick, meta)| Step::Relayed { pick, meta }),
+        (0usize..20, meta).prop_map(|(pick, meta)| Step::Intercepted { pick, meta }),
+        Just(Step::Own),
+        meta.prop_map(|meta| Step::Refused { meta }),
+        meta.prop_map(|meta| Step::Judged { meta }),
+        meta.prop_map(|meta| Step::Abandoned { meta }),
+    ]
+}
+
+/// Runs one step on `client`: panics when its answer is not the one the model expects.
+async fn run_step(client: Client, step: Step, ids: Vec<String>) {
+    let stop = |unknown: bool| {
+        let mut body = v1::StopContainerRequest { container_id: ids[0].clone(), timeout: 0 }.encode_to_vec();
+        if unknown {
+            prost::encoding::encode_varint(9 << 3, &mut body);
+            prost::encoding::encode_varint(1, &mut body);
+        }
+        framed(&body)
+    };
+    let relayed = matches!(step, Step::Relayed { .. });
+    match step {
+        Step::Relayed { pick, meta } | Step::Intercepted { pick, meta } => {
+            let id = ids[pick % ids.len()].clone();
+            let (path, body) = if relayed {
+                let filter = v1::ContainerFilter { id: id.clone(), ..Default::default() };
+                (LIST_V1, v1::ListContainersRequest { filter: Some(filter) }.encode_to_vec())
+            } else {
+                let filter = v1alpha2::ContainerFilter { id: id.clone(), ..Default::default() };
+                (LIST_V1ALPHA2, v1alpha2::ListContainersRequest { filter: Some(filter) }.encode_to_vec())
+            };
+            let metadata = [MARK, ("x-step", meta.as_str())];
+            let open = client.open_with(path, framed(&body), Some("10S"), &metadata).await;
+            let answered = client.answer(open, Duration::ZERO).await.unwrap();
+            assert_eq!(answered.code, "0", "{path}: {answered:?}");
+            let found: Vec<String> = if relayed {
+                let list = v1::ListContainersResponse::decode(only_message(&answered.body)).unwrap();
+                list.containers.into_iter().map(|c| c.id).collect()
+            } else {
+                let list = v1alpha2::ListContainersResponse::decode(only_message(&answered.body)).unwrap();
+                list.containers.into_iter().map(|c| c.id).collect()
+            };
+            assert_eq!(found, vec![id], "{path}: its own container");
+        }
+        Step::Own => {
+            let own = client.call(cri_bridge::control::STATUS_PATH, &[], None, Duration::ZERO).await.unwrap();
+            assert_eq!(own.code, "0", "{own:?}");
+        }
+        Step::Refused { meta } => {
+            let metadata = [MARK, ("x-step", meta.as_str())];
+            let refused = client.answer(client.open_with(STOP_V1, stop(true), None, &metadata).await, Duration::ZERO);
+            assert_eq!(refused.await.unwrap().code, "9", "FAILED_PRECONDITION");
+        }
+        Step::Judged { meta } => {
+            let metadata = [MARK, ("x-step", meta.as_str())];
+            let passed = client.answer(client.open_with(STOP_V1, stop(false), None, &metadata).await, Duration::ZERO);
+            assert_eq!(passed.await.unwrap().code, "0", "the runtime stopped it");
+        }
+        Step::Abandoned { meta } => {
+            let request = http::Request::post(format!("http://localhost{STOP_V1}"))
+                .header("content-type", "application/grpc")
+                .header("x-step", meta.as_str())
+                .body(())
+                .unwrap();
+            let mut send = client.0.clone().ready().await.unwrap();
+            let (_response, mut stream) = send.send_request(request, false).unwrap();
+            // Half a request, then the client gives up on it.
+            stream.send_data(stop(false).slice(..4), false).unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            stream.send_reset(h2::Reason::CANCEL);
+        }
+    }
+}
+
+/// The model-based test of the splice: random sequences of calls of every kind, run in
+/// concurrent batches on one connection whose window is also chosen at random, each answer
+/// checked, and after each batch one relayed and one intercepted call whose header the runtime
+/// must decode exactly as the client encoded it (the client indexes every header: a table out
+/// of step shows as a wrong value, a decoding error, or a connection ended). At the end the
+/// runtime has run exactly the StopContainer calls the model says reached it.
+#[test]
+fn random_interleavings_of_every_kind_of_call_keep_both_ends_in_step() {
+    use proptest::test_runner::{Config, TestRunner};
+    let strategy = (proptest::collection::vec(proptest::collection::vec(step(), 1..10), 1..5), 0usize..3);
+    let mut runner = TestRunner::new(Config { cases: 12, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&strategy, |(batches, window)| {
+            let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            tokio.block_on(async move {
+                let (_dir, runtime, bridge) = spliced_pair("splice-model", Some(37)).await;
+                common::fill(&runtime, 20).await;
+                let direct = Client::connect(&runtime_socket(&bridge), 1 << 20).await;
+                let all = direct.call(LIST_V1, &[], None, Duration::ZERO).await.unwrap();
+                let list = v1::ListContainersResponse::decode(only_message(&all.body)).unwrap();
+                let ids: Vec<String> = list.containers.into_iter().map(|c| c.id).collect();
+                let client = Client::connect(&bridge.socket, [16 << 10, 64 << 10, 1 << 20][window]).await;
+                let mut judged = 0;
+                for (number, batch) in batches.into_iter().enumerate() {
+                    judged += batch.iter().filter(|s| matches!(s, Step::Judged { .. })).count() as u64;
+                    let steps: Vec<_> =
+                        batch.into_iter().map(|s| tokio::spawn(run_step(client.clone(), s, ids.clone()))).collect();
+                    for step in steps {
+                        step.await.unwrap();
+                    }
+                    let value = format!("after-batch-{number}");
+                    for path in [VERSION_V1, VERSION_V1ALPHA2] {
+                        let open = client.open_with(path, framed(&[]), None, &[MARK, ("x-check", &value)]).await;
+                        let answered = client.answer(open, Duration::ZERO).await.unwrap();
+                        assert_eq!(answered.code, "0", "{path} after batch {number}: {answered:?}");
+                        let seen = runtime.memory.take_metadata("Version").unwrap();
+                        assert_eq!(seen.get("x-check").unwrap(), value.as_str(), "{path} after batch {number}");
+                        assert_eq!(seen.get(MARK.0).is_some(), path == VERSION_V1, "{path}: spliced only in v1");
+                    }
+                }
+                assert_eq!(runtime.memory.calls_of("StopContainer"), judged, "only the judged stops ran");
+                bridge.stop().await;
+                runtime.stop().await;
+            });
+            Ok(())
+        })
+        .unwrap();
+}
