@@ -337,3 +337,37 @@ fn random_interleavings_of_every_kind_of_call_keep_both_ends_in_step() {
         })
         .unwrap();
 }
+
+#[tokio::test]
+async fn streams_past_the_connection_limit_are_refused_and_the_connection_serves_on() {
+    let dir = TempDir::new("splice-streams");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let mut config = config(&dir, &dir.path("runtime.sock"), None);
+    config.splice = true;
+    config.limits.streams_per_connection = 4;
+    let bridge = Bridge::start(config).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    // Four calls whose requests never end hold the connection's four streams.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let request = http::Request::post(format!("http://localhost{VERSION_V1}"))
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        let mut send = client.0.clone().ready().await.unwrap();
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(framed(&[]).slice(..2), false).unwrap();
+        held.push((response, stream));
+    }
+    let refused = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap_err();
+    assert_eq!(refused.reason(), Some(h2::Reason::REFUSED_STREAM), "{refused:?}");
+    for (_, mut stream) in held {
+        stream.send_reset(h2::Reason::CANCEL);
+    }
+    // (HTTP/2 orders frames within a stream only: the resets are given time to go first.)
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let served = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(served.code, "0", "{served:?}");
+    bridge.stop().await;
+    runtime.stop().await;
+}

@@ -102,11 +102,17 @@ impl UnaryRequest {
 
 /// Reads a prefix; `Ok(None)` when fewer than [`PREFIX_LEN`] bytes are there yet.
 fn read_prefix(bytes: &[u8], limit: usize) -> Result<Option<usize>, MessageError> {
+    read_prefix_of(bytes, limit, false)
+}
+
+/// [`read_prefix`], taking a compressed message when `compressed` allows it.
+fn read_prefix_of(bytes: &[u8], limit: usize, compressed: bool) -> Result<Option<usize>, MessageError> {
     if bytes.len() < PREFIX_LEN {
         return Ok(None);
     }
     match bytes[0] {
         0 => {}
+        1 if compressed => {}
         1 => return Err(MessageError::Compressed),
         flag => return Err(MessageError::BadFlag(flag)),
     }
@@ -171,9 +177,17 @@ pub struct Meter {
     partial: Vec<u8>,
     /// Messages whose prefix has passed.
     messages: usize,
+    /// Compressed messages pass too (their size is still checked).
+    compressed: bool,
 }
 
 impl Meter {
+    /// A meter for answers passed to a caller that chose their encoding itself (the splice
+    /// passes its `grpc-accept-encoding`): a compressed message is sized like any other.
+    pub fn passing_compressed() -> Meter {
+        Meter { compressed: true, ..Meter::default() }
+    }
+
     pub fn pass(&mut self, mut chunk: &[u8], limit: usize) -> Result<(), MessageError> {
         while !chunk.is_empty() {
             if self.remaining > 0 {
@@ -184,7 +198,7 @@ impl Meter {
             }
             let need = PREFIX_LEN - self.partial.len();
             if self.partial.is_empty() && chunk.len() >= PREFIX_LEN {
-                self.remaining = read_prefix(chunk, limit)?.unwrap_or(0);
+                self.remaining = read_prefix_of(chunk, limit, self.compressed)?.unwrap_or(0);
                 self.messages += 1;
                 chunk = &chunk[PREFIX_LEN..];
             } else {
@@ -192,7 +206,7 @@ impl Meter {
                 self.partial.extend_from_slice(&chunk[..step]);
                 chunk = &chunk[step..];
                 if self.partial.len() == PREFIX_LEN {
-                    self.remaining = read_prefix(&self.partial, limit)?.unwrap_or(0);
+                    self.remaining = read_prefix_of(&self.partial, limit, self.compressed)?.unwrap_or(0);
                     self.messages += 1;
                     self.partial.clear();
                 }

@@ -183,6 +183,7 @@ impl<R: Router> Splice<R> {
             .map_err(|e| e.to_string())?;
         let id = block.stream;
         let end = block.flags & wire::END_STREAM != 0;
+        let full = self.calls_open_count() >= self.limits.streams_per_connection as usize;
         let result = match self.streams.get_mut(&id) {
             Some(Stream::Relayed(_)) => {
                 self.pass_block(&block, &fields);
@@ -211,6 +212,15 @@ impl<R: Router> Splice<R> {
             }
             None if self.going_away => {
                 // The runtime never sees this block: from here on it gets blocks of cri-bridge's own.
+                self.reencode |= changed;
+                self.last_stream = id;
+                let mut refused = BytesMut::new();
+                wire::rst_stream(&mut refused, id, 0x7);
+                self.send_client(refused.freeze(), 0);
+                Ok(())
+            }
+            None if full => {
+                // As h2 refuses a stream past MAX_CONCURRENT_STREAMS on an unspliced connection.
                 self.reencode |= changed;
                 self.last_stream = id;
                 let mut refused = BytesMut::new();
@@ -275,7 +285,7 @@ impl<R: Router> Splice<R> {
                     runtime_window: self.runtime_initial_window,
                     outbox: VecDeque::new(),
                     gathering,
-                    meter: Meter::default(),
+                    meter: Meter::passing_compressed(),
                     head_sent: false,
                     deadline,
                     request_timer,

@@ -547,6 +547,11 @@ impl<R: Router> Splice<R> {
         self.streams.values().any(|s| !matches!(s, Stream::Ended))
     }
 
+    /// The calls open: `limits.streams_per_connection` bounds them.
+    pub fn calls_open_count(&self) -> usize {
+        self.streams.len()
+    }
+
     fn keepalive_answered(&mut self) -> bool {
         std::mem::take(&mut self.keepalive_acked)
     }
