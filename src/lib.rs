@@ -32,7 +32,8 @@
 //!    [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
 //!    them. [`grpc`]: gRPC at the byte level (codec, path router, unix-socket client).
 //!    [`frontend`]: the listening socket. [`relay`]: the hot path's HTTP/2 in and out with `h2`,
-//!    answers relayed frame by frame. [`backend`]: the runtime connection and version discovery.
+//!    answers relayed frame by frame, and the splice (a connection relayed to the runtime frame
+//!    by frame, HPACK followed). [`backend`]: the runtime connection and version discovery.
 //! 5. [`forward`]: the one forwarding path: per RPC and backend version, passthrough or convert,
 //!    unary and streaming; each client connection's own runtime connections; large conversions
 //!    off the one thread.
