@@ -371,3 +371,29 @@ async fn streams_past_the_connection_limit_are_refused_and_the_connection_serves
     bridge.stop().await;
     runtime.stop().await;
 }
+
+#[tokio::test]
+async fn a_request_ended_by_trailers_is_served_as_the_terminating_path_serves_it() {
+    let (_dir, runtime, bridge) = spliced_pair("splice-trailers", None).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    for round in 0..3 {
+        let request = http::Request::post(format!("http://localhost{VERSION_V1}"))
+            .header("content-type", "application/grpc")
+            .header(MARK.0, MARK.1)
+            .body(())
+            .unwrap();
+        let mut send = client.0.clone().ready().await.unwrap();
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(framed(&v1::VersionRequest::default().encode_to_vec()), false).unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-request-trailer", format!("t-{round}").parse().unwrap());
+        stream.send_trailers(trailers).unwrap();
+        let answered = client.answer(response, Duration::ZERO).await.unwrap();
+        assert_eq!(answered.code, "0", "round {round}: {answered:?}");
+        assert!(runtime.memory.take_metadata("Version").unwrap().get(MARK.0).is_some(), "round {round}: spliced");
+    }
+    let after = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(after.code, "0", "the tables still agree: {after:?}");
+    bridge.stop().await;
+    runtime.stop().await;
+}

@@ -185,6 +185,17 @@ impl<R: Router> Splice<R> {
         let end = block.flags & wire::END_STREAM != 0;
         let full = self.calls_open_count() >= self.limits.streams_per_connection as usize;
         let result = match self.streams.get_mut(&id) {
+            // A request's trailers: the terminating path reads the message and leaves them, and
+            // so does the splice (the runtime's table no longer follows the client's if they
+            // changed it); they end the request.
+            Some(Stream::Relayed(Relayed { gathering: Some(gathering), .. })) => {
+                self.reencode |= changed;
+                if end {
+                    let finished = gathering.check.finish().err();
+                    self.judge(id, finished);
+                }
+                Ok(())
+            }
             Some(Stream::Relayed(_)) => {
                 self.pass_block(&block, &fields);
                 Ok(())
