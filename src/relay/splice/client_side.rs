@@ -1,10 +1,11 @@
 //! The client's frames: passed to the runtime as they came, except where a stream is
 //! intercepted, a request is held to be judged, or a grant repays cri-bridge's own DATA.
 
-use super::connection::{frames, Block, Gathering, Intercepted, Relayed, Splice, Stream, Timer, KEEPALIVE};
+use super::connection::{frames, KEEPALIVE};
 use super::hpack::Fields;
 use super::intercept;
 use super::router::{RequestHead, Route, Router};
+use super::state::{Block, Gathering, Intercepted, Relayed, Splice, Stream, Timer};
 use super::wire::{self, Frame};
 use crate::front_door::{CONTROL_WINDOW, MAX_BLOCK, MAX_CONTINUATIONS, MAX_CONTROL_FRAMES};
 use crate::relay::message::{Meter, RequestError, PREFIX_LEN};

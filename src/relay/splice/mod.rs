@@ -43,6 +43,8 @@ pub mod hpack;
 mod intercept;
 mod router;
 mod runtime_side;
+mod sending;
+mod state;
 pub mod wire;
 
 pub use connection::{splice, Spliced};

@@ -2,9 +2,10 @@
 //! anew, see [`super::hpack`]), and what belongs to a stream the client does not hear from the
 //! runtime (intercepted, refused, reset).
 
-use super::connection::{frames, Block, Splice, Stream};
+use super::connection::frames;
 use super::hpack::{encode, valid_field};
 use super::router::Router;
+use super::state::{Block, Splice, Stream};
 use super::wire::{self, Frame};
 use crate::front_door::{MAX_BLOCK, MAX_CONTINUATIONS};
 use bytes::BytesMut;
