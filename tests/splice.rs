@@ -10,6 +10,8 @@
 mod common;
 #[path = "support/h2_client.rs"]
 mod h2_client;
+#[path = "support/h2_frames.rs"]
+mod h2_frames;
 
 use common::{config, Bridge, Runtime, TempDir};
 use cri_bridge::api::{v1, v1alpha2};
@@ -394,6 +396,64 @@ async fn a_request_ended_by_trailers_is_served_as_the_terminating_path_serves_it
     }
     let after = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
     assert_eq!(after.code, "0", "the tables still agree: {after:?}");
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_clients_answers_to_the_runtimes_pings_are_not_a_flood() {
+    // grpc-go runtimes (containerd) PING to estimate bandwidth each time DATA arrives, and the
+    // client answers each: 10,000 calls in 10 s are 10,000 PING ACKs the client sends. They
+    // answer the runtime; only PINGs and SETTINGS the client starts count against its limit.
+    // (Written by hand: ACKs the in-memory runtime never asked for, which it ignores.)
+    use h2_frames::{frame, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PING: u8 = 0x6;
+    const ACK: u8 = 0x1;
+    let (_dir, runtime, bridge) = spliced_pair("splice-ping-acks", None).await;
+    let mut socket = tokio::net::UnixStream::connect(&bridge.socket).await.unwrap();
+    let mut out = PREFACE.to_vec();
+    out.extend(frame(SETTINGS, 0, 0, &[]));
+    let acks: Vec<u8> = std::iter::repeat_n(frame(PING, ACK, 0, &[9; 8]), 12_000).flatten().collect();
+    out.extend(acks);
+    let mut head = Vec::new();
+    for (name, value) in [(":method", "POST"), (":scheme", "http"), (":path", VERSION_V1), (":authority", "x")] {
+        cri_bridge::relay::splice::hpack::encode(name.as_bytes(), value.as_bytes(), &mut head);
+    }
+    cri_bridge::relay::splice::hpack::encode(b"content-type", b"application/grpc", &mut head);
+    out.extend(frame(HEADERS, END_HEADERS, 1, &head));
+    out.extend(frame(0x0, END_STREAM, 1, &framed(&[])));
+    socket.write_all(&out).await.unwrap();
+    // Read until stream 1 ends (its trailers), or the connection does.
+    let mut read = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return false;
+            }
+            read.extend_from_slice(&buf[..n]);
+            let mut at = 0;
+            while read.len() >= at + 9 {
+                let len = u32::from_be_bytes([0, read[at], read[at + 1], read[at + 2]]) as usize;
+                let (kind, flags, stream) =
+                    (read[at + 3], read[at + 4], u32::from_be_bytes(read[at + 5..at + 9].try_into().unwrap()));
+                if read.len() < at + 9 + len {
+                    break;
+                }
+                assert_ne!(kind, 0x7, "GOAWAY: {:?}", &read[at + 9..at + 9 + len]);
+                if kind == HEADERS && flags & END_STREAM != 0 && stream == 1 {
+                    return true;
+                }
+                at += 9 + len;
+            }
+        }
+    })
+    .await
+    .expect("an answer within 10 s");
+    assert!(ended, "the call was answered on a connection still open");
+    assert!(runtime.memory.calls_of("Version") > 0);
     bridge.stop().await;
     runtime.stop().await;
 }

@@ -60,7 +60,9 @@ impl<R: Router> Splice<R> {
             }
             return Ok(());
         }
-        if matches!(frame.kind, wire::SETTINGS | wire::PING) {
+        // Only what the client asks for counts: its ACKs answer the runtime's own PINGs (grpc-go
+        // sends one to estimate bandwidth each time DATA arrives) and SETTINGS, at the runtime's pace.
+        if matches!(frame.kind, wire::SETTINGS | wire::PING) && frame.flags & wire::ACK == 0 {
             self.count_control_frame();
         }
         match frame.kind {
@@ -441,7 +443,7 @@ impl<R: Router> Splice<R> {
         }
     }
 
-    /// Counts a SETTINGS or PING frame: past `front_door::MAX_CONTROL_FRAMES` in
+    /// Counts a SETTINGS or PING frame (not an ACK): past `front_door::MAX_CONTROL_FRAMES` in
     /// `front_door::CONTROL_WINDOW`, the connection ends.
     fn count_control_frame(&mut self) {
         let (count, since) = &mut self.control_frames;
