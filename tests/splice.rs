@@ -457,3 +457,239 @@ async fn a_clients_answers_to_the_runtimes_pings_are_not_a_flood() {
     bridge.stop().await;
     runtime.stop().await;
 }
+
+/// One unit of a hand-written client connection: a whole header block (HEADERS and its
+/// CONTINUATIONs, which nothing may split), a DATA frame, or a control frame.
+#[derive(Debug, Clone)]
+enum Unit {
+    Head { call: usize },
+    Data { call: usize, part: usize },
+    Reset { call: usize },
+    Ping(u8),
+    Settings,
+    Grant(u32),
+}
+
+/// A call of the raw test: v1 (relayed) or v1alpha2 (intercepted), its header value, how its
+/// block and its body are cut into frames, and whether the client resets it mid-request.
+#[derive(Debug, Clone)]
+struct RawCall {
+    v1: bool,
+    meta: String,
+    block_cuts: usize,
+    data_cuts: usize,
+    reset: bool,
+}
+
+fn raw_call() -> impl proptest::strategy::Strategy<Value = RawCall> {
+    use proptest::prelude::*;
+    (any::<bool>(), "[a-z]{0,12}|y{100,300}", 0usize..4, 1usize..5, proptest::bool::weighted(0.2))
+        .prop_map(|(v1, meta, block_cuts, data_cuts, reset)| RawCall { v1, meta, block_cuts, data_cuts, reset })
+}
+
+/// Frames written by hand in a random interleaving: header blocks cut into CONTINUATIONs at
+/// random, bodies into several DATA frames, PINGs, SETTINGS and window grants between them,
+/// some calls reset mid-request. Every call not reset is answered in its own version, every
+/// PING answered with its own data; and the runtime decodes a last call's header exactly.
+#[test]
+fn random_frame_interleavings_reach_the_runtime_as_the_client_encoded_them() {
+    use h2_frames::{frame, CONTINUATION, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    const DATA: u8 = 0x0;
+    const PING: u8 = 0x6;
+    const WINDOW_UPDATE: u8 = 0x8;
+    const RST_STREAM: u8 = 0x3;
+    let strategy = (proptest::collection::vec(raw_call(), 1..7), proptest::collection::vec(any::<u64>(), 20));
+    let mut runner = TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&strategy, |(calls, shuffle)| {
+            // The order: each call's head before its DATA (and its reset), all else at random.
+            let mut units: Vec<Unit> = Vec::new();
+            for (i, call) in calls.iter().enumerate() {
+                units.push(Unit::Head { call: i });
+                let parts = if call.reset { 1 } else { call.data_cuts };
+                units.extend((0..parts).map(|part| Unit::Data { call: i, part }));
+                if call.reset {
+                    units.push(Unit::Reset { call: i });
+                }
+            }
+            units.extend([Unit::Ping(1), Unit::Settings, Unit::Grant(1 << 16), Unit::Ping(2)]);
+            // A stable merge by random keys that keeps each call's own order.
+            let mut keyed: Vec<(u64, usize, Unit)> = Vec::new();
+            let mut last_key = vec![0u64; calls.len()];
+            for (n, unit) in units.into_iter().enumerate() {
+                let random = shuffle[n % shuffle.len()].rotate_left(n as u32) % 1000;
+                let key = match &unit {
+                    Unit::Head { call } | Unit::Data { call, .. } | Unit::Reset { call } => {
+                        last_key[*call] = last_key[*call].max(random) + 1;
+                        last_key[*call]
+                    }
+                    _ => random,
+                };
+                keyed.push((key, n, unit));
+            }
+            keyed.sort_by_key(|(key, n, _)| (*key, *n));
+            let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            tokio.block_on(raw_session(calls, keyed.into_iter().map(|(_, _, u)| u).collect()));
+            Ok(())
+        })
+        .unwrap();
+
+    async fn raw_session(calls: Vec<RawCall>, units: Vec<Unit>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (_dir, runtime, bridge) = spliced_pair("splice-raw", None).await;
+        let mut encoder = httlib_hpack::Encoder::default();
+        let mut socket = tokio::net::UnixStream::connect(&bridge.socket).await.unwrap();
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(SETTINGS, 0, 0, &[]));
+        let mut ids = vec![0u32; calls.len()];
+        let mut next_id = 1;
+        let body = |call: &RawCall| framed(&v1::VersionRequest { version: call.meta.clone() }.encode_to_vec());
+        let mut pings = Vec::new();
+        for unit in &units {
+            match *unit {
+                Unit::Head { call } => {
+                    ids[call] = next_id;
+                    next_id += 2;
+                    let c = &calls[call];
+                    let path = if c.v1 { VERSION_V1 } else { VERSION_V1ALPHA2 };
+                    let mut block = Vec::new();
+                    for (name, value) in [
+                        (":method", "POST"),
+                        (":scheme", "http"),
+                        (":path", path),
+                        (":authority", "/run/cri-bridge.sock"),
+                        ("content-type", "application/grpc"),
+                        ("te", "trailers"),
+                        ("x-raw", c.meta.as_str()),
+                    ] {
+                        let flags = 0x1 | 0x2 | 0x4 | 0x10;
+                        encoder
+                            .encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags), &mut block)
+                            .unwrap();
+                    }
+                    let size = block.len().div_ceil(c.block_cuts + 1).max(1);
+                    let pieces: Vec<&[u8]> = block.chunks(size).collect();
+                    for (n, piece) in pieces.iter().enumerate() {
+                        let kind = if n == 0 { HEADERS } else { CONTINUATION };
+                        let flags = if n + 1 == pieces.len() { END_HEADERS } else { 0 };
+                        out.extend(frame(kind, flags, ids[call], piece));
+                    }
+                }
+                Unit::Data { call, part } => {
+                    let c = &calls[call];
+                    let bytes = body(c);
+                    if c.reset {
+                        out.extend(frame(DATA, 0, ids[call], &bytes[..2]));
+                    } else {
+                        let size = bytes.len().div_ceil(c.data_cuts).max(1);
+                        let pieces: Vec<&[u8]> = bytes.chunks(size).collect();
+                        if let Some(piece) = pieces.get(part) {
+                            let end = if part + 1 >= pieces.len() { END_STREAM } else { 0 };
+                            out.extend(frame(DATA, end, ids[call], piece));
+                        }
+                    }
+                }
+                Unit::Reset { call } => out.extend(frame(RST_STREAM, 0, ids[call], &8u32.to_be_bytes())),
+                Unit::Ping(n) => {
+                    pings.push([n; 8]);
+                    out.extend(frame(PING, 0, 0, &[n; 8]));
+                }
+                Unit::Settings => out.extend(frame(SETTINGS, 0, 0, &[])),
+                Unit::Grant(n) => out.extend(frame(WINDOW_UPDATE, 0, 0, &n.to_be_bytes())),
+            }
+        }
+        socket.write_all(&out).await.unwrap();
+        // Read every answer: per stream, its status and its message.
+        let waiting: Vec<u32> = calls.iter().zip(&ids).filter(|(c, _)| !c.reset).map(|(_, id)| *id).collect();
+        let mut done = std::collections::BTreeMap::new();
+        let mut acked = Vec::new();
+        let mut read = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut decoder = cri_bridge::relay::splice::hpack::Decoder::new(1 << 20);
+        let mut bodies: std::collections::HashMap<u32, Vec<u8>> = Default::default();
+        let finished = tokio::time::timeout(Duration::from_secs(10), async {
+            while waiting.iter().any(|id| !done.contains_key(id)) || acked.len() < pings.len() {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the connection ended: {done:?}");
+                read.extend_from_slice(&buf[..n]);
+                while read.len() >= 9 {
+                    let len = u32::from_be_bytes([0, read[0], read[1], read[2]]) as usize;
+                    if read.len() < 9 + len {
+                        break;
+                    }
+                    let (kind, flags) = (read[3], read[4]);
+                    let stream = u32::from_be_bytes(read[5..9].try_into().unwrap());
+                    let payload = read[9..9 + len].to_vec();
+                    read.drain(..9 + len);
+                    match kind {
+                        0x7 => panic!("GOAWAY {payload:?}"),
+                        PING if flags & 1 != 0 => acked.push(payload),
+                        DATA => bodies.entry(stream).or_default().extend(payload),
+                        HEADERS => {
+                            assert!(flags & END_HEADERS != 0, "cri-bridge's blocks here fit one frame");
+                            let mut status = None;
+                            decoder
+                                .decode(&payload, |n, v| {
+                                    if n == b"grpc-status" {
+                                        status = Some(String::from_utf8_lossy(v).into_owned());
+                                    }
+                                })
+                                .expect("a block the client can decode");
+                            if flags & END_STREAM != 0 {
+                                done.insert(stream, status);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        })
+        .await;
+        assert!(finished.is_ok(), "answered within 10 s: done {done:?} of {waiting:?}, pings {acked:?}");
+        for (call, id) in calls.iter().zip(&ids).filter(|(c, _)| !c.reset) {
+            assert_eq!(done[id].as_deref(), Some("0"), "{call:?}");
+            let message = only_message(&bodies[id]);
+            let version = if call.v1 {
+                v1::VersionResponse::decode(message).unwrap().runtime_api_version
+            } else {
+                v1alpha2::VersionResponse::decode(message).unwrap().runtime_api_version
+            };
+            assert_eq!(version, if call.v1 { "v1" } else { "v1alpha2" }, "{call:?}");
+        }
+        for ping in &pings {
+            assert!(acked.iter().any(|a| a == ping), "PING {ping:?} answered");
+        }
+        // One more call, alone: the runtime decodes its header as the client's encoder wrote it.
+        let mut block = Vec::new();
+        for (name, value) in [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", VERSION_V1),
+            (":authority", "/run/cri-bridge.sock"),
+            ("content-type", "application/grpc"),
+            ("x-raw", "the-last-one"),
+        ] {
+            encoder
+                .encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), 0x1 | 0x2 | 0x4 | 0x10), &mut block)
+                .unwrap();
+        }
+        let mut last = frame(HEADERS, END_HEADERS, next_id, &block);
+        last.extend(frame(DATA, END_STREAM, next_id, &framed(&[])));
+        socket.write_all(&last).await.unwrap();
+        let mut seen = None;
+        for _ in 0..200 {
+            seen =
+                runtime.memory.take_metadata("Version").filter(|m| m.get("x-raw").is_some_and(|v| v == "the-last-one"));
+            if seen.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen.is_some(), "the runtime decoded the last call's header as encoded");
+        drop(socket);
+        bridge.stop().await;
+        runtime.stop().await;
+    }
+}
