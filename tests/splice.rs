@@ -536,6 +536,24 @@ fn random_frame_interleavings_reach_the_runtime_as_the_client_encoded_them() {
         })
         .unwrap();
 
+    /// A request head as grpc-go writes one (every field indexed, Huffman-coded where shorter).
+    fn request_head(encoder: &mut httlib_hpack::Encoder, path: &str, meta: &str) -> Vec<u8> {
+        let mut block = Vec::new();
+        for (name, value) in [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "/run/cri-bridge.sock"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("x-raw", meta),
+        ] {
+            let flags = 0x1 | 0x2 | 0x4 | 0x10;
+            encoder.encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags), &mut block).unwrap();
+        }
+        block
+    }
+
     async fn raw_session(calls: Vec<RawCall>, units: Vec<Unit>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (_dir, runtime, bridge) = spliced_pair("splice-raw", None).await;
@@ -554,21 +572,7 @@ fn random_frame_interleavings_reach_the_runtime_as_the_client_encoded_them() {
                     next_id += 2;
                     let c = &calls[call];
                     let path = if c.v1 { VERSION_V1 } else { VERSION_V1ALPHA2 };
-                    let mut block = Vec::new();
-                    for (name, value) in [
-                        (":method", "POST"),
-                        (":scheme", "http"),
-                        (":path", path),
-                        (":authority", "/run/cri-bridge.sock"),
-                        ("content-type", "application/grpc"),
-                        ("te", "trailers"),
-                        ("x-raw", c.meta.as_str()),
-                    ] {
-                        let flags = 0x1 | 0x2 | 0x4 | 0x10;
-                        encoder
-                            .encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags), &mut block)
-                            .unwrap();
-                    }
+                    let block = request_head(&mut encoder, path, &c.meta);
                     let size = block.len().div_ceil(c.block_cuts + 1).max(1);
                     let pieces: Vec<&[u8]> = block.chunks(size).collect();
                     for (n, piece) in pieces.iter().enumerate() {
@@ -662,19 +666,7 @@ fn random_frame_interleavings_reach_the_runtime_as_the_client_encoded_them() {
             assert!(acked.iter().any(|a| a == ping), "PING {ping:?} answered");
         }
         // One more call, alone: the runtime decodes its header as the client's encoder wrote it.
-        let mut block = Vec::new();
-        for (name, value) in [
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", VERSION_V1),
-            (":authority", "/run/cri-bridge.sock"),
-            ("content-type", "application/grpc"),
-            ("x-raw", "the-last-one"),
-        ] {
-            encoder
-                .encode((name.as_bytes().to_vec(), value.as_bytes().to_vec(), 0x1 | 0x2 | 0x4 | 0x10), &mut block)
-                .unwrap();
-        }
+        let block = request_head(&mut encoder, VERSION_V1, "the-last-one");
         let mut last = frame(HEADERS, END_HEADERS, next_id, &block);
         last.extend(frame(DATA, END_STREAM, next_id, &framed(&[])));
         socket.write_all(&last).await.unwrap();
