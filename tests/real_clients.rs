@@ -69,6 +69,9 @@ impl Client {
                     python.display()
                 );
                 let mut command = tokio::process::Command::new(python);
+                // C-core's retry decisions and the frames it reads go to stderr: a call it retried
+                // on its own (a transparent retry) is then named in a failure's report.
+                command.env("GRPC_TRACE", "retry,http").env("GRPC_VERBOSITY", "debug");
                 command.arg(top.join("tests/clients/python/cri_client.py")).args(["--version", version.as_str()]);
                 command
             }
@@ -88,8 +91,15 @@ struct Step {
     response: Value,
 }
 
-/// Runs one session against `socket` and parses its steps.
-async fn run_session(client: Client, version: CriVersion, socket: &Path, image: &str, name: &str) -> Vec<Step> {
+/// Runs one session against `socket` and parses its steps; also the client's own account of
+/// calls it retried or saw refused, reset or sent away (C-core's trace; empty for grpc-go).
+async fn run_session(
+    client: Client,
+    version: CriVersion,
+    socket: &Path,
+    image: &str,
+    name: &str,
+) -> (Vec<Step>, String) {
     let mut command = client.command(version, image, name);
     let dash = if client == Client::Go { "-" } else { "--" };
     command.arg(format!("{dash}socket")).arg(socket).stdin(Stdio::null()).kill_on_drop(true);
@@ -105,7 +115,7 @@ async fn run_session(client: Client, version: CriVersion, socket: &Path, image: 
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    stdout
+    let steps = stdout
         .lines()
         .map(|line| {
             let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not a step ({e}): {line}"));
@@ -116,7 +126,18 @@ async fn run_session(client: Client, version: CriVersion, socket: &Path, image: 
                 response: v["response"].clone(),
             }
         })
-        .collect()
+        .collect();
+    (steps, notable_client_lines(&String::from_utf8_lossy(&output.stderr)))
+}
+
+/// The lines of a client's stderr that tell of a call failing or sent again below the
+/// application: a retry, a GOAWAY or RST_STREAM, a status other than OK (at most 60).
+fn notable_client_lines(stderr: &str) -> String {
+    let notable = |line: &&str| {
+        let failed = line.contains("call finished, status=") && !line.contains("status=OK");
+        failed || ["GOAWAY", "RST_STREAM", "REFUSED", "ransparent", "retrying"].iter().any(|word| line.contains(word))
+    };
+    stderr.lines().filter(notable).take(60).collect::<Vec<_>>().join("\n")
 }
 
 /// cri-bridge as operators run it: its own process, a YAML config, debug logs to a file.
@@ -160,7 +181,9 @@ impl BridgeProcess {
     fn log_lines_for(&self, method: &str) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let needle = format!("/{method}");
-        let lines: Vec<&str> = text.lines().filter(|l| l.contains(&needle) || l.contains(" WARN ")).collect();
+        // The method's lines, warnings, and what happened to connections (no rpc named).
+        let lines: Vec<&str> =
+            text.lines().filter(|l| l.contains(&needle) || l.contains(" WARN ") || !l.contains("rpc=")).collect();
         format!("--- cri-bridge log for {method} ({}) ---\n{}\n---", self.log.display(), lines.join("\n"))
     }
 
@@ -374,13 +397,13 @@ enum Native<'a> {
 async fn native_session(client: Client, version: CriVersion, native: Native<'_>, image: &str) -> Vec<Step> {
     let name = format!("{}-{version}-native", client.name());
     match native {
-        Native::Containerd(containerd) => run_session(client, version, &containerd.socket, image, &name).await,
+        Native::Containerd(containerd) => run_session(client, version, &containerd.socket, image, &name).await.0,
         Native::Memory => {
             let dir = TempDir::new("native-v1alpha1");
             let memory = Runtime::start(&dir.path("memory.sock"), &[V1alpha1]).await;
             let spec = v1::ImageSpec { image: image.to_string(), ..Default::default() };
             memory.memory.pull_image(v1::PullImageRequest { image: Some(spec), ..Default::default() }).unwrap();
-            let steps = run_session(client, version, &dir.path("memory.sock"), image, &name).await;
+            let (steps, _) = run_session(client, version, &dir.path("memory.sock"), image, &name).await;
             memory.stop().await;
             steps
         }
@@ -424,7 +447,8 @@ async fn through_bridge_beside(
     let bridge = BridgeProcess::start("realclient", &runtime.socket).await;
     let watchers = stalled_watchers(&bridge.socket, stalled).await;
     let name = format!("{}-{version}-bridged", client.name());
-    let bridged = run_session(client, version, &bridge.socket, &image_for(client, runtime), &name).await;
+    let (bridged, client_lines) =
+        run_session(client, version, &bridge.socket, &image_for(client, runtime), &name).await;
     drop(watchers);
     let mut findings = Findings::default();
     compare_codes(native, &bridged, &bridge, &mut findings);
@@ -435,7 +459,7 @@ async fn through_bridge_beside(
     let Findings { report, failures } = findings;
     assert!(
         failures.is_empty(),
-        "{label}: {} difference(s)\n{}\n\n{}",
+        "{label}: {} difference(s)\n{}\n\n{}\n--- the client's retries, resets and failures ---\n{client_lines}",
         failures.len(),
         failures.join("\n\n"),
         report.join("\n")
