@@ -193,6 +193,39 @@ async fn an_answer_of_cri_bridges_own_larger_than_the_clients_window_shares_it_w
     runtime.stop().await;
 }
 
+#[tokio::test]
+async fn a_relayed_caller_that_takes_none_of_its_answer_is_let_go_and_a_slow_reader_is_not() {
+    let dir = TempDir::new("splice-stall");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    common::fill(&runtime, 1_000).await;
+    let mut config = config(&dir, &dir.path("runtime.sock"), None);
+    config.splice = true;
+    config.limits.stalled_caller = Duration::from_secs(1);
+    let bridge = Bridge::start(config).await;
+    let client = Client::connect(&bridge.socket, 64 << 10).await;
+    // Read slowly but steadily for longer than the stall timeout: each window given back
+    // restarts its clock.
+    let started = std::time::Instant::now();
+    let slow = client.open_with(LIST_V1, framed(&[]), None, &[MARK]).await;
+    let slow = client.answer(slow, Duration::from_millis(150)).await.unwrap();
+    assert_eq!(slow.code, "0", "{}", slow.message);
+    assert!(started.elapsed() > Duration::from_millis(1500), "read over {:?}", started.elapsed());
+    assert_eq!(v1::ListContainersResponse::decode(only_message(&slow.body)).unwrap().containers.len(), 1_000);
+    // Read nothing for longer than it: the call is ended, the client told why.
+    let stalled = client.open_with(LIST_V1, framed(&[]), None, &[MARK]).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let stalled = client.answer(stalled, Duration::ZERO).await.unwrap();
+    assert_eq!(stalled.code, "8", "RESOURCE_EXHAUSTED: {}", stalled.message);
+    assert!(stalled.message.contains("limits.stalled_caller_seconds"), "{}", stalled.message);
+    // The connection serves on, relayed and intercepted calls alike.
+    for path in [VERSION_V1, VERSION_V1ALPHA2] {
+        let version = client.call(path, &[], None, Duration::ZERO).await.unwrap();
+        assert_eq!(version.code, "0", "{path}: {}", version.message);
+    }
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
 fn runtime_socket(bridge: &Bridge) -> std::path::PathBuf {
     bridge.socket.with_file_name("runtime.sock")
 }

@@ -108,6 +108,10 @@ impl Router for SpliceRouter {
         crate::error::Error::Unreachable { endpoint: runtime.endpoint.clone(), detail: detail.to_string() }.into()
     }
 
+    fn stalled(&self, call: &SplicedCall, after: std::time::Duration) -> Status {
+        crate::error::Error::CallerStalled { rpc: call.method.rpc.name(), after }.into()
+    }
+
     fn request_name(&self, call: &SplicedCall) -> String {
         format!("the {} request", call.method.rpc.name())
     }

@@ -98,6 +98,9 @@ impl<R: Router> Splice<R> {
                 let increment = wire::u31(frame.payload()).unwrap_or(0);
                 match (frame.stream, self.streams.get_mut(&frame.stream)) {
                     (0, _) => {
+                        if increment > 0 {
+                            self.connection_progress = Instant::now();
+                        }
                         let passed = self.window.granted(increment);
                         if passed > 0 {
                             let mut update = BytesMut::new();
@@ -106,8 +109,19 @@ impl<R: Router> Splice<R> {
                         }
                     }
                     (_, Some(Stream::Intercepted(stream))) => stream.window += i64::from(increment),
+                    (_, Some(Stream::Relayed(relayed))) => {
+                        relayed.client_window += i64::from(increment);
+                        if increment > 0 {
+                            relayed.progress = Instant::now();
+                        }
+                        self.send_runtime(&frame.raw);
+                    }
                     (_, Some(Stream::Ended | Stream::Passed)) => {}
-                    _ => self.send_runtime(&frame.raw),
+                    // A stream the client never opened is the runtime's to judge. A stream that
+                    // ended here is closed at the runtime too, or was never there (intercepted):
+                    // the runtime would take a frame on it as one on an idle stream.
+                    (id, None) if id > self.last_stream => self.send_runtime(&frame.raw),
+                    (_, None) => {}
                 }
             }
             wire::RST_STREAM => {
@@ -135,7 +149,8 @@ impl<R: Router> Splice<R> {
                         self.end_relayed(frame.stream, Code::Cancelled);
                         self.send_runtime(&frame.raw);
                     }
-                    None => self.send_runtime(&frame.raw),
+                    None if frame.stream > self.last_stream => self.send_runtime(&frame.raw),
+                    None => {}
                 }
             }
             wire::SETTINGS if frame.flags & wire::ACK == 0 => {
@@ -145,8 +160,10 @@ impl<R: Router> Splice<R> {
                             let delta = i64::from(value) - self.client_initial_window;
                             self.client_initial_window = i64::from(value);
                             for stream in self.streams.values_mut() {
-                                if let Stream::Intercepted(stream) = stream {
-                                    stream.window += delta;
+                                match stream {
+                                    Stream::Intercepted(stream) => stream.window += delta,
+                                    Stream::Relayed(relayed) => relayed.client_window += delta,
+                                    _ => {}
                                 }
                             }
                         }
@@ -304,6 +321,9 @@ impl<R: Router> Splice<R> {
                     deadline,
                     request_timer,
                     held: 0,
+                    client_window: self.client_initial_window,
+                    progress: now,
+                    stall_timer: None,
                 };
                 self.streams.insert(id, Stream::Relayed(relayed));
             }

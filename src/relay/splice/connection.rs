@@ -73,6 +73,7 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
         fatal: None,
         fields: super::hpack::Fields::default(),
         scratch: Vec::new(),
+        connection_progress: Instant::now(),
         timers: std::collections::BTreeSet::new(),
         requests_waiting: Vec::new(),
         answers_waiting: Vec::new(),

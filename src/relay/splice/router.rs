@@ -39,6 +39,10 @@ pub trait Router: Send + Sync + 'static {
     /// its open calls are ended with.
     fn runtime_lost(&self, detail: &str) -> Status;
 
+    /// The status a relayed call is ended with when its caller took none of its answer for
+    /// `after` (`limits.stalled_caller_seconds`).
+    fn stalled(&self, call: &Self::Call, after: std::time::Duration) -> Status;
+
     /// How a status of cri-bridge's own names the call's request (`the … request`).
     fn request_name(&self, call: &Self::Call) -> String;
 

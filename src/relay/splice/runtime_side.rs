@@ -184,9 +184,13 @@ impl<R: Router> Splice<R> {
             return self.cut_relayed(id, &status);
         }
         let end = frame.flags & wire::END_STREAM != 0;
+        relayed.client_window -= flow as i64;
+        let starved = relayed.client_window <= 0;
         self.send_client(frame.raw, flow);
         if end {
             self.end_relayed(id, Code::Unknown);
+        } else if starved || !self.waiting.is_empty() {
+            self.watch_stall(id);
         }
     }
 

@@ -155,6 +155,9 @@ impl<R: Router> Splice<R> {
         if let Some(deadline) = relayed.deadline {
             self.timers.remove(&(deadline, id, Timer::Deadline));
         }
+        if let Some(stall) = relayed.stall_timer {
+            self.timers.remove(&(stall, id, Timer::Stalled));
+        }
         let held = self.held.held().saturating_sub(relayed.held);
         self.held.shrink_to(held);
         if let Some(call) = relayed.call.take() {
@@ -181,9 +184,54 @@ impl<R: Router> Splice<R> {
                 Timer::Deadline => {
                     tonic::Status::deadline_exceeded("deadline exceeded before the container runtime answered")
                 }
+                Timer::Stalled => match self.stalled_since(id) {
+                    Some(since) if since + self.limits.stalled_caller <= now => {
+                        let Some(Stream::Relayed(Relayed { call: Some(call), .. })) = self.streams.get(&id) else {
+                            continue;
+                        };
+                        self.router.stalled(call, self.limits.stalled_caller)
+                    }
+                    Some(since) => {
+                        self.arm_stall(id, since + self.limits.stalled_caller);
+                        continue;
+                    }
+                    None => {
+                        if let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) {
+                            relayed.stall_timer = None;
+                        }
+                        continue;
+                    }
+                },
             };
             self.cut_relayed(id, &status);
         }
+    }
+
+    /// The relayed call `id`'s answer found no room at the client: the stall timer runs, if it
+    /// does not already.
+    pub fn watch_stall(&mut self, id: u32) {
+        let at = Instant::now() + self.limits.stalled_caller;
+        if let Some(Stream::Relayed(Relayed { stall_timer: None, .. })) = self.streams.get(&id) {
+            self.arm_stall(id, at);
+        }
+    }
+
+    fn arm_stall(&mut self, id: u32, at: Instant) {
+        if let Some(Stream::Relayed(relayed)) = self.streams.get_mut(&id) {
+            relayed.stall_timer = Some(at);
+            self.timers.insert((at, id, Timer::Stalled));
+        }
+    }
+
+    /// Since when the caller of `id` has given its answer no room, if it gives none now: its
+    /// stream's window is used up, or its DATA waits behind the connection's window.
+    fn stalled_since(&self, id: u32) -> Option<Instant> {
+        let Some(Stream::Relayed(relayed)) = self.streams.get(&id) else { return None };
+        if relayed.client_window <= 0 {
+            return Some(relayed.progress);
+        }
+        let waits = self.waiting.iter().any(|(frame, flow, _)| *flow > 0 && wire::stream_of(frame) == id);
+        waits.then(|| relayed.progress.max(self.connection_progress))
     }
 
     /// Appends a frame for the runtime (none once it is gone).

@@ -41,6 +41,13 @@ pub(super) struct Relayed<C> {
     pub deadline: Option<Instant>,
     /// Bytes of its request held in [`Splice::held`].
     pub held: usize,
+    /// What the client still takes on this stream (the runtime keeps to it; the splice counts
+    /// it to see a caller that takes nothing).
+    pub client_window: i64,
+    /// When the client last gave room for this stream's answer, and the stall timer's entry in
+    /// [`Splice::timers`] while the answer waits for room (`limits.stalled_caller_seconds`).
+    pub progress: Instant,
+    pub stall_timer: Option<Instant>,
 }
 
 /// What a relayed call's timer ends.
@@ -50,6 +57,8 @@ pub enum Timer {
     Request,
     /// The caller's deadline (`grpc-timeout`).
     Deadline,
+    /// The caller took none of the answer (`limits.stalled_caller_seconds`).
+    Stalled,
 }
 
 #[derive(Default)]
@@ -133,6 +142,8 @@ pub(super) struct Splice<R: Router> {
     /// streams whose answer bytes wait for the client's.
     pub requests_waiting: Vec<u32>,
     pub answers_waiting: Vec<u32>,
+    /// When the client last gave room on the connection.
+    pub connection_progress: Instant,
     /// Relayed calls' timers, soonest first.
     pub timers: std::collections::BTreeSet<(Instant, u32, Timer)>,
 }

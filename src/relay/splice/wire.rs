@@ -75,6 +75,11 @@ pub fn settings(payload: &[u8]) -> impl Iterator<Item = (u16, u32)> + '_ {
     payload.chunks_exact(6).map(|s| (u16::from_be_bytes([s[0], s[1]]), u32::from_be_bytes([s[2], s[3], s[4], s[5]])))
 }
 
+/// The stream a whole frame (header and payload) belongs to.
+pub fn stream_of(frame: &[u8]) -> u32 {
+    frame.get(5..).and_then(u31).unwrap_or(0)
+}
+
 /// A 31-bit value at the start of a payload (WINDOW_UPDATE's increment, a stream id).
 pub fn u31(payload: &[u8]) -> Option<u32> {
     payload.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff)
