@@ -34,7 +34,12 @@
 //! - Runtime to client: the runtime and the client keep each other's windows, except where
 //!   cri-bridge writes DATA itself ([`flow`]): that is repaid from the client's next connection
 //!   WINDOW_UPDATEs before they reach the runtime, and the runtime's DATA that would then
-//!   overrun the client's window waits here (at most [`flow::OWN_DATA_CAP`]).
+//!   overrun the client's window waits here (at most [`flow::OWN_DATA_CAP`]). The splice counts
+//!   each relayed stream's window as the client gives it: a caller that gives an answer no room
+//!   for `limits.stalled_caller_seconds` is ended as on the terminating path.
+//! - Frames the client sends on a stream that ended here (a late WINDOW_UPDATE, RST_STREAM) are
+//!   not passed on: the stream is closed at the runtime, or was never there (intercepted), and a
+//!   runtime takes a frame on a stream it never saw as a protocol error.
 
 mod client_side;
 pub mod connection;
