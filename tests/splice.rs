@@ -25,6 +25,7 @@ const VERSION_V1ALPHA2: &str = "/runtime.v1alpha2.RuntimeService/Version";
 const LIST_V1: &str = "/runtime.v1.RuntimeService/ListContainers";
 const LIST_V1ALPHA2: &str = "/runtime.v1alpha2.RuntimeService/ListContainers";
 const STOP_V1: &str = "/runtime.v1.RuntimeService/StopContainer";
+const EVENTS_V1: &str = "/runtime.v1.RuntimeService/GetContainerEvents";
 /// Passed by the splice, dropped by the terminating path.
 const MARK: (&str, &str) = ("grpc-accept-encoding", "identity");
 
@@ -224,6 +225,88 @@ async fn a_relayed_caller_that_takes_none_of_its_answer_is_let_go_and_a_slow_rea
     }
     bridge.stop().await;
     runtime.stop().await;
+}
+
+#[tokio::test]
+async fn a_runtimes_goaway_refuses_only_the_relayed_calls_it_never_saw_and_the_connection_serves_on() {
+    let dir = TempDir::new("splice-goaway");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let inject = goaway_injector(dir.path("between.sock"), dir.path("runtime.sock"));
+    let mut config = config(&dir, &dir.path("between.sock"), None);
+    config.splice = true;
+    let bridge = Bridge::start(config).await;
+    let client = Client::connect(&bridge.socket, 1 << 20).await;
+    // Stream 1, relayed and answered; stream 3, a relayed event stream left open.
+    let version = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
+    assert_eq!(version.code, "0", "{}", version.message);
+    let events = client.open_with(EVENTS_V1, framed(&[]), None, &[MARK]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The runtime says it saw stream 1 only: stream 3 is refused, which a client may send
+    // again; had the GOAWAY been passed on, the client could open no stream more.
+    inject.send(Some(1)).unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(5), async {
+        let (_, mut body) = events.await?.into_parts();
+        while body.data().await.transpose()?.is_some() {}
+        body.trailers().await.map(|_| ())
+    })
+    .await
+    .expect("stream 3 ended");
+    let reason = refused.expect_err("stream 3 was refused").reason();
+    assert_eq!(reason, Some(h2::Reason::REFUSED_STREAM));
+    // Later calls on the same connection, relayable or not, take the terminating path.
+    for path in [VERSION_V1, VERSION_V1ALPHA2, VERSION_V1] {
+        let version = client.call(path, &[], None, Duration::ZERO).await.unwrap();
+        assert_eq!(version.code, "0", "{path}: {}", version.message);
+    }
+    bridge.stop().await;
+    runtime.stop().await;
+}
+
+/// Between cri-bridge and the runtime at `runtime`, listening at `listen`: bytes pass both ways
+/// as they came, and once a value is sent, a GOAWAY naming it as the last stream is written to
+/// cri-bridge between two of the runtime's frames on every connection open at that moment.
+fn goaway_injector(listen: std::path::PathBuf, runtime: std::path::PathBuf) -> tokio::sync::watch::Sender<Option<u32>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::UnixListener::bind(&listen).unwrap();
+    let (inject, injected) = tokio::sync::watch::channel(None::<u32>);
+    tokio::spawn(async move {
+        while let Ok((bridge, _)) = listener.accept().await {
+            let upstream = tokio::net::UnixStream::connect(&runtime).await.unwrap();
+            let mut injected = injected.clone();
+            injected.borrow_and_update();
+            tokio::spawn(async move {
+                let (mut from_bridge, mut to_bridge) = bridge.into_split();
+                let (mut from_runtime, mut to_runtime) = upstream.into_split();
+                tokio::spawn(async move { tokio::io::copy(&mut from_bridge, &mut to_runtime).await });
+                let mut buffer = bytes::BytesMut::new();
+                let mut done = false;
+                loop {
+                    tokio::select! {
+                        read = from_runtime.read_buf(&mut buffer) => {
+                            if !matches!(read, Ok(n) if n > 0) { break; }
+                            let mut whole = 0;
+                            while let Some(head) = buffer.get(whole..whole + 9) {
+                                let length = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+                                if buffer.len() < whole + 9 + length { break; }
+                                whole += 9 + length;
+                            }
+                            let frames = buffer.split_to(whole);
+                            if to_bridge.write_all(&frames).await.is_err() { break; }
+                        }
+                        changed = injected.changed(), if !done => {
+                            done = true;
+                            let Some(last) = changed.ok().and(*injected.borrow()) else { continue };
+                            let mut goaway = vec![0, 0, 8, 0x7, 0, 0, 0, 0, 0];
+                            goaway.extend_from_slice(&last.to_be_bytes());
+                            goaway.extend_from_slice(&0u32.to_be_bytes());
+                            if to_bridge.write_all(&goaway).await.is_err() { break; }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    inject
 }
 
 fn runtime_socket(bridge: &Bridge) -> std::path::PathBuf {

@@ -182,8 +182,11 @@ impl<R: Router> Splice<R> {
                 self.send_runtime(&frame.raw);
             }
             wire::PING if frame.flags & wire::ACK != 0 && frame.payload() == KEEPALIVE => self.keepalive_acked = true,
-            // With no runtime to answer them, cri-bridge does.
-            wire::PING if frame.flags & wire::ACK == 0 && self.runtime_gone => {
+            // Answered here, as the terminating path answers them: the client's peer is
+            // cri-bridge. Passed on, they would reach a runtime that may see no call of the
+            // client's (all intercepted) and count them as abuse (grpc-go's keepalive policy:
+            // GOAWAY ENHANCE_YOUR_CALM "too_many_pings" after the third).
+            wire::PING if frame.flags & wire::ACK == 0 => {
                 let mut pong = BytesMut::from(&frame.raw[..]);
                 pong[4] = wire::ACK;
                 self.send_client(pong.freeze(), 0);
@@ -297,7 +300,9 @@ impl<R: Router> Splice<R> {
         let route = match &path {
             // Once the runtime connection is lost, the terminating path serves every call (it
             // makes a connection of its own).
-            Some(path) if !end && !self.runtime_gone => self.router.route(&RequestHead { path, timeout, own_call }),
+            Some(path) if !end && !self.runtime_gone && !self.runtime_draining => {
+                self.router.route(&RequestHead { path, timeout, own_call })
+            }
             _ => Route::Intercept,
         };
         match route {

@@ -68,6 +68,7 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
         preface_read: false,
         going_away: false,
         runtime_gone: false,
+        runtime_draining: false,
         resets: 0,
         keepalive_acked: false,
         fatal: None,

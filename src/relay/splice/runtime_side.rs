@@ -104,10 +104,7 @@ impl<R: Router> Splice<R> {
                 self.send_client(frame.raw, 0);
                 self.flush_requests();
             }
-            wire::GOAWAY => {
-                self.going_away = true;
-                self.send_client(frame.raw, 0);
-            }
+            wire::GOAWAY => self.runtime_going_away(wire::u31(frame.payload()).unwrap_or(0)),
             _ => self.send_client(frame.raw, 0),
         }
         Ok(())
@@ -206,6 +203,34 @@ impl<R: Router> Splice<R> {
         let mut frames = BytesMut::new();
         wire::header_block(&mut frames, id, &block, true, self.client_max_frame);
         self.send_client(frames.freeze(), 0);
+    }
+
+    /// The runtime will take no new streams. Its GOAWAY is not passed on: its last stream counts
+    /// only the streams it saw, and a client would take every intercepted call above it as never
+    /// processed and send it again (grpc-go and C-core do, at once). Instead, the relayed calls
+    /// it never saw (above `last`) are refused with REFUSED_STREAM, which a client may send again
+    /// safely; later calls take the terminating path, which connects anew; the client's
+    /// connection goes on.
+    fn runtime_going_away(&mut self, last: u32) {
+        self.runtime_draining = true;
+        let unseen: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(&id, stream)| id > last && matches!(stream, Stream::Relayed(_) | Stream::Passed))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in unseen {
+            if self.end_relayed(id, Code::Unavailable).is_none() {
+                self.streams.remove(&id);
+            }
+            // Ignored by a runtime that never saw the stream; ends it at one that did.
+            let mut cancel = BytesMut::new();
+            wire::rst_stream(&mut cancel, id, wire::CANCEL);
+            self.send_runtime(&cancel);
+            let mut refused = BytesMut::new();
+            wire::rst_stream(&mut refused, id, wire::REFUSED_STREAM);
+            self.send_client(refused.freeze(), 0);
+        }
     }
 
     /// The runtime connection ended: its open calls are answered UNAVAILABLE (naming the

@@ -129,6 +129,8 @@ pub(super) struct Splice<R: Router> {
     /// GOAWAY sent to the client: streams above `last_stream` are refused.
     pub going_away: bool,
     pub runtime_gone: bool,
+    /// The runtime sent GOAWAY: it takes no new streams, so new calls are intercepted.
+    pub runtime_draining: bool,
     /// Calls the client reset in the current minute.
     pub resets: u32,
     /// The client answered cri-bridge's keepalive PING since the last look.

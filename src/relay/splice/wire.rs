@@ -21,6 +21,7 @@ pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 pub const NO_ERROR: u32 = 0x0;
 pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const INTERNAL_ERROR: u32 = 0x2;
+pub const REFUSED_STREAM: u32 = 0x7;
 pub const CANCEL: u32 = 0x8;
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
