@@ -455,19 +455,6 @@ impl<R: Router> Splice<R> {
         }
     }
 
-    /// Ends a relayed call with a status of cri-bridge's own before its request went on: the
-    /// runtime's stream (its head alone) is cancelled.
-    fn refuse(&mut self, id: u32, status: Status, early: bool) {
-        let mut cancel = BytesMut::new();
-        wire::rst_stream(&mut cancel, id, wire::CANCEL);
-        self.send_runtime(&cancel);
-        self.end_relayed(id, status.code());
-        self.own_status(id, &status);
-        if early {
-            self.end_early(id);
-        }
-    }
-
     /// Counts a SETTINGS or PING frame (not an ACK): past `front_door::MAX_CONTROL_FRAMES` in
     /// `front_door::CONTROL_WINDOW`, the connection ends.
     fn count_control_frame(&mut self) {
@@ -488,22 +475,6 @@ impl<R: Router> Splice<R> {
         let Some((request, body)) = stream.request.take() else { return };
         let task = tokio::spawn(intercept::serve(self.inner.clone(), request, body.freeze(), id, self.events.clone()));
         stream.task = Some(task.abort_handle());
-    }
-
-    /// A stream answered before the client finished its request: it is told to stop (RST_STREAM
-    /// NO_ERROR, after the answer), and what it sent meanwhile is taken here.
-    fn end_early(&mut self, id: u32) {
-        let mut stop = BytesMut::new();
-        wire::rst_stream(&mut stop, id, wire::NO_ERROR);
-        self.send_client(stop.freeze(), 0);
-        self.streams.insert(id, Stream::Ended);
-    }
-
-    /// A trailers-only answer of cri-bridge's own, ending the stream on the client's side.
-    pub fn own_status(&mut self, id: u32, status: &Status) {
-        let mut frames = BytesMut::new();
-        wire::header_block(&mut frames, id, &intercept::status_block(status), true, self.client_max_frame);
-        self.send_client(frames.freeze(), 0);
     }
 }
 

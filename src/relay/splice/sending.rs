@@ -2,12 +2,13 @@
 //! cri-bridge's own, requests within the runtime's windows, and the ends of calls.
 
 use super::connection::HIGH_WATER;
-use super::intercept::Event;
+use super::intercept::{self, Event};
 use super::router::Router;
 use super::state::{Relayed, Splice, Stream, Timer};
 use super::wire;
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
+use tonic::Status;
 
 impl<R: Router> Splice<R> {
     /// Sends judged requests on as the runtime's windows allow.
@@ -232,6 +233,35 @@ impl<R: Router> Splice<R> {
         }
         let waits = self.waiting.iter().any(|(frame, flow, _)| *flow > 0 && wire::stream_of(frame) == id);
         waits.then(|| relayed.progress.max(self.connection_progress))
+    }
+
+    /// Ends a relayed call with a status of cri-bridge's own before its request went on: the
+    /// runtime's stream (its head alone) is cancelled.
+    pub fn refuse(&mut self, id: u32, status: Status, early: bool) {
+        let mut cancel = BytesMut::new();
+        wire::rst_stream(&mut cancel, id, wire::CANCEL);
+        self.send_runtime(&cancel);
+        self.end_relayed(id, status.code());
+        self.own_status(id, &status);
+        if early {
+            self.end_early(id);
+        }
+    }
+
+    /// A stream answered before the client finished its request: it is told to stop (RST_STREAM
+    /// NO_ERROR, after the answer), and what it sent meanwhile is taken here.
+    pub fn end_early(&mut self, id: u32) {
+        let mut stop = BytesMut::new();
+        wire::rst_stream(&mut stop, id, wire::NO_ERROR);
+        self.send_client(stop.freeze(), 0);
+        self.streams.insert(id, Stream::Ended);
+    }
+
+    /// A trailers-only answer of cri-bridge's own, ending the stream on the client's side.
+    pub fn own_status(&mut self, id: u32, status: &Status) {
+        let mut frames = BytesMut::new();
+        wire::header_block(&mut frames, id, &intercept::status_block(status), true, self.client_max_frame);
+        self.send_client(frames.freeze(), 0);
     }
 
     /// Appends a frame for the runtime (none once it is gone).
