@@ -20,7 +20,7 @@ fn per_call(c: &mut Criterion) {
     let callers = Arc::new(Callers::default());
     let caller: Arc<dyn ClientRecord> =
         callers.connected(Peer { pid: Some(1), exe: "/usr/bin/kubelet".into(), ..Peer::default() });
-    let observers: Arc<dyn Observer> = Arc::new(Observers { metrics: Arc::new(Metrics::new()), callers });
+    let observers: Arc<dyn Observer> = Arc::new(Observers { metrics: Arc::new(Metrics::default()), callers });
     let rpc = Rpc::from_path("/runtime.v1.RuntimeService/ListPodSandbox").expect("a CRI path");
     c.bench_function("metrics: one call counted", |b| {
         b.iter(|| {

@@ -6,17 +6,22 @@
 //! versions, the status codes, the configured endpoints, and executable names (callers are
 //! bounded by [`crate::callers::MAX_CALLERS`]). Nothing a caller sends becomes a label: an
 //! unknown path counts as `(unknown)`, an unknown field number as `Message.#unknown`.
+//!
+//! Besides the counts: `process_start_time_seconds` (the standard series, taken from the clock
+//! when the daemon's [`Metrics`] is made, at startup, before anything is served), the build's
+//! version, and the configured limits (`limits.*` change only on a restart, so the values of the
+//! start are those in force).
 
 use crate::backend::Backend;
 use crate::callers::Callers;
-use crate::config::MetricsListen;
+use crate::config::{Limits, MetricsListen};
 use crate::convert::policy::{Action, LossObserver, Side};
 use crate::grpc::Rpc;
 use crate::version::CriVersion;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
@@ -83,6 +88,11 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallerLabels {
     version: &'static str,
     client: String,
@@ -115,14 +125,42 @@ pub struct Metrics {
 }
 
 impl Default for Metrics {
+    /// With the default limits.
     fn default() -> Metrics {
-        Metrics::new()
+        Metrics::new(&Limits::default())
     }
 }
 
+/// Now, in seconds since the Unix epoch.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |since| since.as_secs_f64())
+}
+
 impl Metrics {
-    pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("cri_bridge");
+    /// The daemon's metrics, made once at its start (the start time is taken now), serving with
+    /// `limits`.
+    pub fn new(limits: &Limits) -> Metrics {
+        let mut root = Registry::default();
+        let started = ConstGauge::new(unix_now());
+        root.register("process_start_time_seconds", "Start time of the process since unix epoch in seconds", started);
+        let registry = root.sub_registry_with_prefix("cri_bridge");
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        registry.register("build_info", "The cri-bridge build running (always 1), by version", build);
+        let configured: Family<LimitLabels, Gauge> = Family::default();
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for (limit, value) in [
+            ("limits.buffer_mib", count(limits.buffer_bytes)),
+            ("limits.connections", count(limits.connections)),
+            ("limits.connections_per_uid", count(limits.connections_per_uid)),
+        ] {
+            configured.get_or_create(&LimitLabels { limit }).set(value);
+        }
+        registry.register(
+            "limit",
+            "The configured limits, in the unit of what each bounds (limits.buffer_mib in bytes, as buffered_bytes)",
+            configured,
+        );
         let operations = Family::default();
         registry.register("operations", "CRI calls answered, by RPC, versions and status code", operations.clone());
         let durations: HistogramFamily<MethodLabels> = Family::new_with_constructor(operation_buckets);
@@ -178,7 +216,7 @@ impl Metrics {
             callers.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
             operations,
             durations,
             conversions,
@@ -437,3 +475,6 @@ impl LossObserver for Metrics {
         self.losses.get_or_create(&LossLabels { field, action, direction: side_label(side) }).inc_by(count);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -138,7 +138,7 @@ pub async fn run_on(
     if !Arc::ptr_eq(&runtime, &image) {
         watchers.push(tokio::spawn(image.clone().watch()));
     }
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new(&config.limits));
     raise_open_files(&config);
     let callers = Arc::new(Callers::default());
     let budget = crate::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);

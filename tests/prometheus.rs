@@ -1,6 +1,8 @@
 //! The fleet view, end to end: the real Prometheus (Debian's `prometheus`) scrapes a running
-//! cri-bridge with `contrib/prometheus/cri-bridge.rules.yml` loaded, and the refusal alert fires
-//! on one refused call, and not before it.
+//! cri-bridge with `contrib/prometheus/cri-bridge.rules.yml` loaded: the process's start time,
+//! the build's version and the configured limits arrive as they are; the refusal alert fires on
+//! one refused call, and not before it; the restart alert fires when cri-bridge starts anew
+//! without answering a call, naming the version.
 
 mod common;
 
@@ -11,13 +13,17 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::Code;
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/prometheus/cri-bridge.rules.yml");
 const DASHBOARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/grafana/cri-bridge.json");
 const ALERT: &str = "CriBridgeCallsRefused";
+const RESTARTED: &str = "CriBridgeRestarted";
+/// `limits.buffer_mib` and `limits.connections` in the config, not the defaults (256, 1024).
+const BUFFER_MIB: u64 = 96;
+const CONNECTIONS: u64 = 512;
 
 /// A free loopback port: bound and let go (a race with another process is possible, not likely).
 fn free_port() -> u16 {
@@ -46,26 +52,46 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
-/// cri-bridge as its own process: the in-memory runtime speaking only v1alpha1 behind it, and
-/// its metrics on a loopback port.
+/// Now, in seconds since the Unix epoch.
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// cri-bridge as its own process: the in-memory runtime speaking only v1alpha1 behind it, its
+/// metrics on a loopback port, and limits other than the defaults.
 struct BridgeProcess {
     socket: PathBuf,
     metrics_port: u16,
     log: PathBuf,
     child: tokio::process::Child,
+    /// When it was started, and when it was found listening (seconds since the Unix epoch).
+    spawned: f64,
+    listening: f64,
 }
 
 impl BridgeProcess {
     async fn start(dir: &TempDir) -> BridgeProcess {
+        BridgeProcess::start_on(dir, free_port(), "bridge.log").await
+    }
+
+    /// Stops it and starts it anew, on the same sockets, logging to `log`.
+    async fn restart(self, dir: &TempDir, log: &str) -> BridgeProcess {
+        let port = self.metrics_port;
+        self.stop().await;
+        BridgeProcess::start_on(dir, port, log).await
+    }
+
+    async fn start_on(dir: &TempDir, metrics_port: u16, log: &str) -> BridgeProcess {
         let socket = dir.path("bridge.sock");
-        let metrics_port = free_port();
         let config = dir.path("bridge.yaml");
         let yaml = format!(
-            "listen:\n  path: {}\nbackend:\n  endpoint: memory\n  version: v1alpha1\nmetrics:\n  listen: 127.0.0.1:{metrics_port}\n",
+            "listen:\n  path: {}\nbackend:\n  endpoint: memory\n  version: v1alpha1\nmetrics:\n  listen: 127.0.0.1:{metrics_port}\n\
+             limits:\n  buffer_mib: {BUFFER_MIB}\n  connections: {CONNECTIONS}\n",
             socket.display()
         );
         std::fs::write(&config, yaml).unwrap();
-        let log = dir.path("bridge.log");
+        let log = dir.path(log);
+        let spawned = unix_now();
         let out = std::fs::File::create(&log).unwrap();
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
             .arg("serve")
@@ -85,7 +111,11 @@ impl BridgeProcess {
             assert!(Instant::now() < deadline, "cri-bridge does not listen after 10 s");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        BridgeProcess { socket, metrics_port, log, child }
+        BridgeProcess { socket, metrics_port, log, child, spawned, listening: unix_now() }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     async fn stop(mut self) {
@@ -178,6 +208,12 @@ impl Prometheus {
     }
 }
 
+/// The value of one series of a query's answer.
+fn number(series: &Value) -> f64 {
+    let value = series["value"][1].as_str().unwrap_or_else(|| panic!("a value in {series}"));
+    value.parse().unwrap_or_else(|_| panic!("a number in {series}"))
+}
+
 fn pod(name: &str, protocol: v1::Protocol) -> v1::RunPodSandboxRequest {
     let port =
         v1::PortMapping { protocol: protocol as i32, container_port: 80, host_port: 8080, host_ip: String::new() };
@@ -197,7 +233,7 @@ fn pod(name: &str, protocol: v1::Protocol) -> v1::RunPodSandboxRequest {
 }
 
 #[tokio::test]
-async fn one_refused_call_fires_the_refusal_alert_and_served_calls_do_not() {
+async fn the_series_arrive_and_a_refused_call_and_a_restart_fire_their_alerts() {
     let dir = TempDir::new("prom");
     let bridge = BridgeProcess::start(&dir).await;
     let prometheus = Prometheus::start(&dir, bridge.metrics_port).await;
@@ -206,6 +242,35 @@ async fn one_refused_call_fires_the_refusal_alert_and_served_calls_do_not() {
     prometheus
         .wait("scraping cri-bridge", Duration::from_secs(30), || is_one(&prometheus.query("up{job=\"cri-bridge\"}")))
         .await;
+
+    // Beside the counts, as the process wrote them: when it started (taken at its start, before
+    // it listened), its version, and its limits in the unit of what each bounds.
+    let started = prometheus.query("process_start_time_seconds{job=\"cri-bridge\"}");
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["metric"]["instance"], instance.as_str(), "{started:?}");
+    let started_at = number(&started[0]);
+    assert!(
+        bridge.spawned <= started_at && started_at <= bridge.listening,
+        "started at {started_at}: not between its spawning ({}) and its listening ({})",
+        bridge.spawned,
+        bridge.listening
+    );
+    let build = prometheus.query("cri_bridge_build_info");
+    assert!(is_one(&build), "{build:?}");
+    assert_eq!(build[0]["metric"]["version"], env!("CARGO_PKG_VERSION"), "{build:?}");
+    assert_eq!(build[0]["metric"]["instance"], instance.as_str(), "{build:?}");
+    let mut limits: Vec<(String, f64)> = prometheus
+        .query("cri_bridge_limit")
+        .iter()
+        .map(|s| (s["metric"]["limit"].as_str().unwrap_or_default().to_string(), number(s)))
+        .collect();
+    limits.sort_by(|a, b| a.0.cmp(&b.0));
+    let configured = [
+        ("limits.buffer_mib", (BUFFER_MIB << 20) as f64),
+        ("limits.connections", CONNECTIONS as f64),
+        ("limits.connections_per_uid", 256.0),
+    ];
+    assert_eq!(limits, configured.map(|(k, v)| (k.to_string(), v)), "in bytes for the buffer, else a count");
 
     // Served calls: a v1 pod the v1alpha1 runtime can run, and a v1alpha2 caller.
     let mut client = bridge.v1();
@@ -219,7 +284,7 @@ async fn one_refused_call_fires_the_refusal_alert_and_served_calls_do_not() {
     // pending.
     prometheus
         .wait("counting the served calls", Duration::from_secs(30), || {
-            let sum = prometheus.query("instance:cri_bridge_operations:sum");
+            let sum = prometheus.query("sum(cri_bridge_operations_total)");
             sum.len() == 1 && sum[0]["value"][1] == "3"
         })
         .await;
@@ -268,6 +333,14 @@ async fn one_refused_call_fires_the_refusal_alert_and_served_calls_do_not() {
         .map(|r| format!("{}: {} {}", r["name"], r["health"], r["lastError"]))
         .collect();
     assert!(failing.is_empty(), "rules failing: {failing:#?}");
+    // The buffer alert's two sides match on the real labels (were they not to, it would never
+    // fire): with nothing held, its comparison turned round holds for this node.
+    let buffer_alert = rules.iter().find(|r| r["name"] == "CriBridgeBufferNearLimit").expect("the buffer alert");
+    let query = buffer_alert["query"].as_str().unwrap();
+    assert!(query.starts_with("cri_bridge_buffered_bytes > "), "{query}");
+    let under = prometheus.query(&query.replacen(" > ", " <= ", 1));
+    assert_eq!(under.len(), 1, "{query}, turned round: {under:?}");
+    assert_eq!(under[0]["metric"]["instance"], instance.as_str(), "{under:?}");
 
     // The dashboard's queries, every node selected, answer on the same Prometheus; its refusal
     // panel shows the field.
@@ -281,9 +354,46 @@ async fn one_refused_call_fires_the_refusal_alert_and_served_calls_do_not() {
         if expr.starts_with("instance_field:cri_bridge_losses_rejected:increase5m") {
             assert!(series.iter().any(|s| s["metric"]["field"] == "PortMapping.protocol"), "{expr}: {series:?}");
         }
+        if expr.starts_with("version:cri_bridge_build_info:count") {
+            assert!(
+                is_one(&series) && series[0]["metric"]["version"] == env!("CARGO_PKG_VERSION"),
+                "{expr}: {series:?}"
+            );
+        }
         queried += 1;
     }
     assert!(queried > 10, "{DASHBOARD} has its queries");
+
+    // cri-bridge starts anew and answers no call: no counter tells it, its start time does.
+    assert_eq!(prometheus.alerts(RESTARTED), Vec::<Value>::new(), "started once so far");
+    let bridge = bridge.restart(&dir, "bridge-restarted.log").await;
+    let restarted_at = Instant::now();
+    let mut last = Vec::new();
+    while !last.iter().any(|alert: &Value| alert["state"] == "firing") {
+        if restarted_at.elapsed() > Duration::from_secs(60) {
+            panic!(
+                "{RESTARTED} is not firing 60 s after the restart; last answer: {last:?}\n--- prometheus log ---\n{}\n--- cri-bridge log ---\n{}",
+                prometheus.log(),
+                bridge.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        last = prometheus.alerts(RESTARTED);
+    }
+    eprintln!("{RESTARTED} firing {:?} after the restart", restarted_at.elapsed());
+    let labels = &last[0]["labels"];
+    assert_eq!(labels["instance"], instance.as_str(), "{last:?}");
+    assert_eq!(labels["job"], "cri-bridge", "{last:?}");
+    assert_eq!(labels["severity"], "warning", "{last:?}");
+    let description = last[0]["annotations"]["description"].as_str().unwrap();
+    let version = format!("(1 time(s)); it runs version {} now.", env!("CARGO_PKG_VERSION"));
+    assert!(description.contains(&version), "{description:?} names the version running");
+    let started = prometheus.query("process_start_time_seconds{job=\"cri-bridge\"}");
+    assert_eq!(started.len(), 1, "{started:?}");
+    let started_anew = number(&started[0]);
+    assert!(bridge.spawned <= started_anew && started_anew <= bridge.listening, "{started_anew}: {started:?}");
+    let calls = prometheus.query("cri_bridge_operations_total");
+    assert_eq!(calls, Vec::<Value>::new(), "the new process answered no call");
 
     prometheus.stop().await;
     bridge.stop().await;
