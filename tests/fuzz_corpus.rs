@@ -102,3 +102,8 @@ fn copy() {
 fn splice_hpack() {
     replay("splice_hpack");
 }
+
+#[test]
+fn splice_frames() {
+    replay("splice_frames");
+}

@@ -17,6 +17,7 @@ pub mod framing;
 pub mod front_door;
 pub mod header_block;
 pub mod scan;
+pub mod splice_frames;
 pub mod splice_hpack;
 
 #[path = "../../tests/support/wire_gen.rs"]
@@ -38,6 +39,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("config", config::run),
     ("copy", copy::run),
     ("splice_hpack", splice_hpack::run),
+    ("splice_frames", splice_frames::run),
 ];
 
 /// The input read as a sequence of choices, then the rest as the payload. Past the end every

@@ -97,8 +97,12 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
             break;
         }
         let read_client = splice.to_runtime.len() < HIGH_WATER && !splice.runtime_gone;
-        let read_runtime =
-            !splice.runtime_gone && splice.to_client.len() < HIGH_WATER && splice.waiting_bytes < 2 * HIGH_WATER;
+        // Nothing may reach the runtime before the client's preface, and reading the runtime
+        // can make the splice write to it (a grant for DATA no one takes): it waits for the preface.
+        let read_runtime = splice.preface_read
+            && !splice.runtime_gone
+            && splice.to_client.len() < HIGH_WATER
+            && splice.waiting_bytes < 2 * HIGH_WATER;
         tokio::select! {
             ready = client.readable(), if read_client || splice.runtime_gone => {
                 if ready.is_err() { break; }
