@@ -38,7 +38,8 @@
 //! - `LOAD_BRIDGE_BIN`: the cri-bridge binary to measure instead of this build's (to compare
 //!   with an older build);
 //! - `LOAD_COMPARE_BIN`: another build's cri-bridge, run beside this one as the peers
-//!   `compare passthrough` and `compare translating`, so that a change's cost is measured in one run;
+//!   `compare passthrough`, `compare translating` and `compare spliced`, so that a change's cost is
+//!   measured in one run;
 //! - `LOAD_PEERS`: a comma-separated list of peer-name prefixes to measure (say, to profile one);
 //! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a real containerd (one that
 //!   serves v1 and v1alpha2, e.g. 1.6 or 1.7) directly, through cri-bridge passing through

@@ -135,7 +135,7 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
     });
     peers[translating_index].baseline = Some(direct_v1alpha2);
     children.extend([passthrough, spliced, translating]);
-    // `LOAD_COMPARE_BIN`: the same two proxies from another build, measured in the same run.
+    // `LOAD_COMPARE_BIN`: the same three proxies from another build, measured in the same run.
     if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
         let (old_passthrough, old_passthrough_socket) =
             start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None, &[]);
@@ -155,7 +155,10 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
             Some(old_translating.pid),
             v1alpha2_pid,
         ));
-        children.extend([old_passthrough, old_translating]);
+        let (old_spliced, old_spliced_socket) =
+            start_bridge_binary(&binary, &dir.0, "compare-spliced", &v1_socket, None, &["--splice"]);
+        peers.push(peer("compare spliced v1->v1", old_spliced_socket, Some(direct_v1), Some(old_spliced.pid), v1_pid));
+        children.extend([old_passthrough, old_translating, old_spliced]);
     }
     if socat_installed() {
         let (socat, socat_socket) = start_socat(&dir.0, "socat", &v1_socket);

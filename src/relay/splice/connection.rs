@@ -96,6 +96,24 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
             let _ = write_all(&client, &splice.to_client).await;
             break;
         }
+        // Written at once where the socket takes it, rather than after a round of the select.
+        if !splice.to_runtime.is_empty() && !splice.runtime_gone {
+            match runtime.try_write(&splice.to_runtime) {
+                Ok(n) => drop(splice.to_runtime.split_to(n)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    splice.lost_runtime();
+                    continue;
+                }
+            }
+        }
+        if !splice.to_client.is_empty() {
+            match client.try_write(&splice.to_client) {
+                Ok(n) => drop(splice.to_client.split_to(n)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => break,
+            }
+        }
         let read_client = splice.to_runtime.len() < HIGH_WATER && !splice.runtime_gone;
         // Nothing may reach the runtime before the client's preface, and reading the runtime
         // can make the splice write to it (a grant for DATA no one takes): it waits for the preface.
