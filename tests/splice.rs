@@ -240,7 +240,14 @@ async fn a_runtimes_goaway_refuses_only_the_relayed_calls_it_never_saw_and_the_c
     let version = client.call(VERSION_V1, &[], None, Duration::ZERO).await.unwrap();
     assert_eq!(version.code, "0", "{}", version.message);
     let events = client.open_with(EVENTS_V1, framed(&[]), None, &[MARK]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Relayed: the runtime holds the watcher.
+    for _ in 0..500 {
+        if runtime.memory.event_watchers() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(runtime.memory.event_watchers(), 1, "the event stream reached the runtime");
     // The runtime says it saw stream 1 only: stream 3 is refused, which a client may send
     // again; had the GOAWAY been passed on, the client could open no stream more.
     inject.send(Some(1)).unwrap();
