@@ -152,8 +152,10 @@ pub struct Caller {
     pub peer: Peer,
     /// The process that called last (a caller groups every process of one executable).
     last_pid: AtomicU32,
-    /// Calls per CRI version, in [`CriVersion::NEWEST_FIRST`] order.
+    /// Calls per CRI version, and the last one's time (seconds since the epoch), in
+    /// [`CriVersion::NEWEST_FIRST`] order.
     calls: [AtomicU64; 3],
+    last_call: [AtomicU64; 3],
     first_seen: u64,
     /// Seconds since the epoch.
     last_seen: AtomicU64,
@@ -170,7 +172,9 @@ fn slot(version: CriVersion) -> usize {
 impl Caller {
     /// Counts one call in `version`; the first in each version is logged.
     pub fn called(&self, version: CriVersion) {
-        self.last_seen.store(now(), Ordering::Relaxed);
+        let now = now();
+        self.last_seen.store(now, Ordering::Relaxed);
+        self.last_call[slot(version)].store(now, Ordering::Relaxed);
         if self.calls[slot(version)].fetch_add(1, Ordering::Relaxed) == 0 {
             let peer = &self.peer;
             tracing::info!(
@@ -217,6 +221,7 @@ impl Callers {
             peer: peer.clone(),
             last_pid: AtomicU32::new(pid),
             calls: Default::default(),
+            last_call: Default::default(),
             first_seen: now(),
             last_seen: AtomicU64::new(now()),
         });
@@ -242,6 +247,11 @@ impl Callers {
                     .map(|&v| (v.as_str().to_string(), caller.calls(v)))
                     .filter(|(_, n)| *n > 0)
                     .collect(),
+                last_calls: CriVersion::NEWEST_FIRST
+                    .iter()
+                    .map(|&v| (v.as_str().to_string(), caller.last_call[slot(v)].load(Ordering::Relaxed)))
+                    .filter(|(_, at)| *at > 0)
+                    .collect(),
                 first_seen: caller.first_seen,
                 last_seen: caller.last_seen.load(Ordering::Relaxed),
             })
@@ -265,6 +275,9 @@ pub struct CallerReport {
     pub container_id: Option<String>,
     /// Calls per CRI version used (newest first).
     pub calls: Vec<(String, u64)>,
+    /// When the last call in each version used was made (seconds since the epoch).
+    #[serde(default)]
+    pub last_calls: Vec<(String, u64)>,
     /// Seconds since the epoch.
     pub first_seen: u64,
     pub last_seen: u64,

@@ -122,6 +122,7 @@ pub struct Metrics {
     backend_up: Family<EndpointLabels, Gauge>,
     reconnects: Family<EndpointLabels, Counter>,
     callers: Family<CallerLabels, Gauge>,
+    last_calls: Family<CallerLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -215,6 +216,12 @@ impl Metrics {
             "Callers (executable, uid, pod) that used each CRI version since start",
             callers.clone(),
         );
+        let last_calls = Family::default();
+        registry.register(
+            "caller_last_call_timestamp_seconds",
+            "When the callers of each executable last called in each CRI version, in seconds since the epoch",
+            last_calls.clone(),
+        );
         Metrics {
             registry: root,
             operations,
@@ -228,6 +235,7 @@ impl Metrics {
             backend_up,
             reconnects,
             callers,
+            last_calls,
         }
     }
 
@@ -287,16 +295,27 @@ impl Metrics {
                     .set(1);
             }
         }
-        let mut counted: HashMap<CallerLabels, i64> = HashMap::new();
+        let (mut counted, mut last): (HashMap<CallerLabels, i64>, HashMap<CallerLabels, i64>) = Default::default();
+        let label = |version: &str| version.parse::<CriVersion>().map_or("?", CriVersion::as_str);
         for caller in callers.report() {
             for (version, _) in &caller.calls {
-                let version = version.parse::<CriVersion>().map_or("?", CriVersion::as_str);
-                *counted.entry(CallerLabels { version, client: caller.client.clone() }).or_default() += 1;
+                *counted.entry(CallerLabels { version: label(version), client: caller.client.clone() }).or_default() +=
+                    1;
+            }
+            for (version, at) in &caller.last_calls {
+                let at = i64::try_from(*at).unwrap_or(i64::MAX);
+                let latest =
+                    last.entry(CallerLabels { version: label(version), client: caller.client.clone() }).or_default();
+                *latest = (*latest).max(at);
             }
         }
         self.callers.clear();
         for (labels, count) in counted {
             self.callers.get_or_create(&labels).set(count);
+        }
+        self.last_calls.clear();
+        for (labels, at) in last {
+            self.last_calls.get_or_create(&labels).set(at);
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");

@@ -298,6 +298,12 @@ async fn the_series_arrive_and_a_refused_call_and_a_restart_fire_their_alerts() 
     assert_eq!(labels["instance"], instance.as_str(), "{old:?}");
     assert_eq!(labels["client"], me.as_str(), "{old:?}");
     assert_eq!(labels["version"], "v1alpha2", "{old:?}");
+    // And when it last called in it: seconds ago, not since start.
+    let age = prometheus.query("instance_client_version:cri_bridge_old_cri_last_call:age_seconds");
+    assert_eq!(age.len(), 1, "{age:?}");
+    assert_eq!(age[0]["metric"]["client"], me.as_str(), "{age:?}");
+    let seconds: f64 = age[0]["value"][1].as_str().and_then(|v| v.parse().ok()).expect("a number");
+    assert!((-5.0..120.0).contains(&seconds), "the last v1alpha2 call {seconds} s ago");
 
     // One refused call: v1alpha1 has no SCTP, and taking it as TCP is refused (behaviour).
     let refused = client.run_pod_sandbox(pod("sctp", v1::Protocol::Sctp)).await.unwrap_err();

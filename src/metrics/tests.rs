@@ -73,3 +73,21 @@ fn the_limits_are_the_configured_ones_in_the_unit_of_what_they_bound() {
     assert_eq!(value(&defaults, "cri_bridge_limit{limit=\"limits.connections\"}"), 1024.0);
     assert_eq!(value(&defaults, "cri_bridge_limit{limit=\"limits.connections_per_uid\"}"), 256.0);
 }
+
+#[test]
+fn each_executable_says_when_it_last_called_in_each_version() {
+    use crate::callers::Peer;
+    use crate::version::CriVersion;
+    let callers = Callers::default();
+    let peer = |uid| Peer { pid: Some(1), uid, gid: 0, exe: "/usr/bin/crictl".into(), ..Peer::default() };
+    let before = unix_now().floor();
+    callers.connected(peer(0)).called(CriVersion::V1alpha2);
+    callers.connected(peer(1)).called(CriVersion::V1alpha2);
+    let text = Metrics::default().render(&[], &callers, &Budget::new(1 << 20, 1 << 20));
+    let name = "cri_bridge_caller_last_call_timestamp_seconds";
+    assert_described(&text, name, "gauge");
+    // Two callers (two uids) of one executable: one series, their latest call.
+    let at = value(&text, &format!("{name}{{version=\"v1alpha2\",client=\"crictl\"}}"));
+    assert!(at >= before && at <= unix_now(), "{at} against {before}");
+    assert!(!text.contains(&format!("{name}{{version=\"v1\"")), "no call in v1:\n{text}");
+}
