@@ -97,22 +97,15 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
             break;
         }
         // Written at once where the socket takes it, rather than after a round of the select.
-        if !splice.to_runtime.is_empty() && !splice.runtime_gone {
-            match runtime.try_write(&splice.to_runtime) {
-                Ok(n) => drop(splice.to_runtime.split_to(n)),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => {
-                    splice.lost_runtime();
-                    continue;
-                }
-            }
+        if !splice.to_runtime.is_empty()
+            && !splice.runtime_gone
+            && write_some(&runtime, &mut splice.to_runtime).is_err()
+        {
+            splice.lost_runtime();
+            continue;
         }
-        if !splice.to_client.is_empty() {
-            match client.try_write(&splice.to_client) {
-                Ok(n) => drop(splice.to_client.split_to(n)),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => break,
-            }
+        if !splice.to_client.is_empty() && write_some(&client, &mut splice.to_client).is_err() {
+            break;
         }
         let read_client = splice.to_runtime.len() < HIGH_WATER && !splice.runtime_gone;
         // Nothing may reach the runtime before the client's preface, and reading the runtime
@@ -149,20 +142,10 @@ pub async fn splice<R: Router>(spliced: Spliced, router: R, limits: Limits, mut 
                 }
             }
             ready = client.writable(), if !splice.to_client.is_empty() => {
-                if ready.is_err() { break; }
-                match client.try_write(&splice.to_client) {
-                    Ok(n) => { let _ = splice.to_client.split_to(n); }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => break,
-                }
+                if ready.is_err() || write_some(&client, &mut splice.to_client).is_err() { break; }
             }
             ready = runtime.writable(), if !splice.to_runtime.is_empty() && !splice.runtime_gone => {
-                if ready.is_err() { splice.lost_runtime(); continue; }
-                match runtime.try_write(&splice.to_runtime) {
-                    Ok(n) => { let _ = splice.to_runtime.split_to(n); }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => splice.lost_runtime(),
-                }
+                if ready.is_err() || write_some(&runtime, &mut splice.to_runtime).is_err() { splice.lost_runtime(); }
             }
             Some((stream, event)) = event_rx.recv(), if splice.to_client.len() < HIGH_WATER => {
                 splice.intercepted_event(stream, event);
@@ -227,6 +210,16 @@ async fn sleep_until(when: Option<Instant>) {
         Some(when) => tokio::time::sleep_until(when).await,
         None => std::future::pending().await,
     }
+}
+
+/// Writes what `stream` takes of `out` now (nothing when it would block), and drops it from `out`.
+fn write_some(stream: &UnixStream, out: &mut BytesMut) -> std::io::Result<()> {
+    match stream.try_write(out) {
+        Ok(n) => drop(out.split_to(n)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 async fn write_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
