@@ -87,7 +87,7 @@ fn main() {
     let schema = V1.schema();
     let profile = RuntimeProfile::from_version(V1, "containerd", "1.6.20", None);
     let blocked = profile.blocked(schema);
-    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: profile.minor };
+    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: profile.minor, without_swap: false };
     let cases: Vec<(&str, &str, Vec<u8>)> = vec![
         ("CreateContainer (kubelet-shaped)", "CreateContainerRequest", create_container().encode_to_vec()),
         (

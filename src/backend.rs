@@ -89,8 +89,6 @@ pub struct Backend {
     announced: std::sync::Mutex<Option<RuntimeProfile>>,
     probing: Mutex<()>,
     health: std::sync::Mutex<Health>,
-    /// Counts [`Backend::forget`]: a spliced connection compares it with one load per call.
-    forgotten: std::sync::atomic::AtomicU64,
 }
 
 impl Backend {
@@ -105,7 +103,6 @@ impl Backend {
             announced: std::sync::Mutex::new(None),
             probing: Mutex::new(()),
             health: std::sync::Mutex::new(Health { up: false, since: std::time::SystemTime::now() }),
-            forgotten: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -208,13 +205,6 @@ impl Backend {
     /// Forgets the discovered version: the next call probes again.
     pub fn forget(&self) {
         self.discovered.write().unwrap_or_else(|e| e.into_inner()).take();
-        self.forgotten.fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-
-    /// How many times the discovery was forgotten: a discovery is current for a spliced
-    /// connection while this is unchanged.
-    pub fn forgotten(&self) -> u64 {
-        self.forgotten.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn current(&self) -> Option<Discovered> {

@@ -69,10 +69,10 @@ pub enum Error {
 impl From<Error> for Status {
     fn from(error: Error) -> Status {
         let code = match &error {
-            Error::Refused(_) => Code::FailedPrecondition,
-            Error::NotInBackendVersion { .. } | Error::NotInRuntimeRevision { .. } | Error::DriverUnknown { .. } => {
-                Code::Unimplemented
-            }
+            Error::Refused(_)
+            | Error::NotInBackendVersion { .. }
+            | Error::NotInRuntimeRevision { .. }
+            | Error::DriverUnknown { .. } => Code::Unimplemented,
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } | Error::ConversionAborted { .. } => Code::Internal,
             Error::CallerStalled { .. } | Error::BufferFull { .. } => Code::ResourceExhausted,

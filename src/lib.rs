@@ -12,7 +12,7 @@
 //! 1. Schemas: [`api`], [`version`]
 //! 2. The pure core: [`runtime_config`], [`revision`], [`convert`]
 //! 3. Settings and failures: [`config`], [`error`]
-//! 4. I/O mechanics: [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
+//! 4. I/O mechanics: [`node`], [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
 //! 5. What a call means: [`forward`]
 //! 6. Observers and cri-bridge's own calls: [`callers`], [`metrics`], [`observers`], [`control`]
 //! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`]
@@ -27,13 +27,13 @@
 //!    lossable fields, loss reports, the loss policy, the wire scan.
 //! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
 //!    proxy's errors and their gRPC status, in one place.
-//! 4. Generic over what a call means. [`http2`]: the HTTP/2 settings every connection shares.
+//! 4. Generic over what a call means. [`node`]: what this node is (whether it has swap), read
+//!    where a field's effect depends on it. [`http2`]: the HTTP/2 settings every connection shares.
 //!    [`budget`]: the memory held for clients, bounded per connection and in all.
 //!    [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
 //!    them. [`grpc`]: gRPC at the byte level (codec, path router, unix-socket client).
 //!    [`frontend`]: the listening socket. [`relay`]: the hot path's HTTP/2 in and out with `h2`,
-//!    answers relayed frame by frame, and the splice (a connection relayed to the runtime frame
-//!    by frame, HPACK followed). [`backend`]: the runtime connection and version discovery.
+//!    answers relayed frame by frame. [`backend`]: the runtime connection and version discovery.
 //! 5. [`forward`]: the one forwarding path: per RPC and backend version, passthrough or convert,
 //!    unary and streaming; each client connection's own runtime connections; large conversions
 //!    off the one thread.
@@ -63,6 +63,7 @@ pub mod grpc;
 pub mod http2;
 pub mod memory;
 pub mod metrics;
+pub mod node;
 pub mod observers;
 pub mod probe;
 pub mod relay;

@@ -32,8 +32,9 @@ enum Command {
         /// auto | v1 | v1alpha2 | v1alpha1
         #[arg(long)]
         backend_version: Option<String>,
-        /// Splice connections whose calls the runtime takes as they are (the config's `splice`).
-        #[arg(long)]
+        /// Gone: the splice was removed. Accepted, so that a unit that passes it still starts,
+        /// and warned of.
+        #[arg(long, hide = true)]
         splice: bool,
     },
     /// Validate a config file without starting.
@@ -60,8 +61,7 @@ fn main() -> ExitCode {
                 Some(path) => Config::load(path),
                 None => Ok(Config::default()),
             };
-            let overrides =
-                Overrides { listen, backend, image_backend, backend_version, splice: splice.then_some(true) };
+            let overrides = Overrides { listen, backend, image_backend, backend_version, splice };
             let config = match loaded.and_then(|c| c.apply(overrides.clone())) {
                 Ok(config) => config,
                 Err(e) => return fail(e),
@@ -100,7 +100,14 @@ fn main() -> ExitCode {
             }
         }
         Command::CheckConfig { file } => match Config::load(&file) {
-            Ok(_) => report(&format!("{}: ok\n", file.display())),
+            Ok(config) => {
+                let gone: String = config
+                    .gone
+                    .iter()
+                    .map(|g| format!("{}: warning: `{}`: {}\n", file.display(), g.key, g.why))
+                    .collect();
+                report(&format!("{gone}{}: ok\n", file.display()))
+            }
             Err(e) => fail(e),
         },
         Command::Probe { socket } => {

@@ -102,7 +102,6 @@ impl Live {
             ("log.format", new.log_format != old.log_format),
             ("metrics.listen", new.metrics_listen != old.metrics_listen),
             ("limits", new.limits != old.limits),
-            ("splice", new.splice != old.splice),
         ];
         applied.need_restart.extend(restart_only.into_iter().filter(|(_, differs)| *differs).map(|(key, _)| key));
         applied

@@ -129,6 +129,9 @@ pub async fn run_on(
         }
         Endpoint::Unix(path) => (None, path.clone()),
     };
+    for gone in &config.gone {
+        tracing::warn!(key = gone.key, "{}", gone.why);
+    }
     let runtime = backend(&config.backend, Role::Runtime, runtime_socket, &config);
     let image = match &config.image_backend {
         Some(endpoint @ Endpoint::Unix(path)) => backend(endpoint, Role::Images, path.clone(), &config),

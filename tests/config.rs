@@ -222,14 +222,18 @@ fn overrides_win_over_the_file() {
             backend: Some("unix:///flag/runtime.sock".into()),
             image_backend: Some("unix:///flag/images.sock".into()),
             backend_version: Some("v1alpha1".into()),
-            splice: Some(true),
+            splice: true,
         })
         .unwrap();
-    assert!(config.splice, "--splice sets it");
-    assert!(!file.splice, "off unless asked for");
-    assert!(Config::parse("splice: true\n").unwrap().splice);
-    let error = Config::parse("splice: sometimes\n").unwrap_err().to_string();
-    assert!(error.contains("splice"), "{error}");
+    // The splice is gone: the flag and the key still load (a node must not stop on an
+    // upgrade), each noted to be warned of.
+    assert_eq!(config.gone.iter().map(|g| g.key).collect::<Vec<_>>(), ["--splice"]);
+    assert!(file.gone.is_empty());
+    for key in ["splice: true\n", "splice: false\n"] {
+        let gone = Config::parse(key).unwrap().gone;
+        assert_eq!(gone.len(), 1, "{key}");
+        assert!(gone[0].key == "splice" && gone[0].why.contains("no effect"), "{gone:?}");
+    }
     assert_eq!(config.listen_path, PathBuf::from("/flag/listen.sock"));
     assert_eq!(config.backend, Endpoint::Unix(PathBuf::from("/flag/runtime.sock")));
     assert_eq!(config.image_backend, Some(Endpoint::Unix(PathBuf::from("/flag/images.sock"))));

@@ -1,7 +1,7 @@
 //! Every entry of the classification table, end to end: for each target that lacks the field (an
 //! older version, or an older revision of the same one), a v1 request with only that field set
 //! goes through cri-bridge to the in-memory runtime. Security and behaviour fields must come back
-//! FAILED_PRECONDITION naming the field, with the runtime never called; advisory ones must reach
+//! UNIMPLEMENTED naming the field, with the runtime never called; advisory ones must reach
 //! the runtime. Enum fields are also sent an undefined number, which every target lacks.
 
 mod common;
@@ -175,7 +175,7 @@ async fn every_classified_field_gets_its_default_on_every_target_that_lacks_it()
                 let before = t.runtime.memory.calls_of(&rpc_path);
                 let answer = client.unary(Rpc::from_path(&rpc_path).unwrap(), Request::new(body.into())).await;
                 let reached = t.runtime.memory.calls_of(&rpc_path) > before;
-                let refused = matches!(&answer, Err(s) if s.code() == Code::FailedPrecondition
+                let refused = matches!(&answer, Err(s) if s.code() == Code::Unimplemented
                     && s.message().contains("refused by the loss policy"));
                 let named = matches!(&answer, Err(s) if s.message().contains(field));
                 let case = format!("{} = {number} to {}", entry.field, t.name);

@@ -97,13 +97,3 @@ fn config() {
 fn copy() {
     replay("copy");
 }
-
-#[test]
-fn splice_hpack() {
-    replay("splice_hpack");
-}
-
-#[test]
-fn splice_frames() {
-    replay("splice_frames");
-}

@@ -103,7 +103,7 @@ async fn a_scrape_after_a_known_sequence_of_calls_counts_each_call_exactly() {
         client.list_containers(v1::ListContainersRequest::default()).await.expect("ListContainers");
     }
     let refused = client.create_container(strict_container("no-such-pod", "app")).await.expect_err("refused");
-    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(refused.code(), Code::Unimplemented, "{refused:?}");
     let mut raw = tonic::client::Grpc::new(channel.clone());
     raw.ready().await.unwrap();
     let unknown = raw
@@ -121,7 +121,7 @@ async fn a_scrape_after_a_known_sequence_of_calls_counts_each_call_exactly() {
     let value = |series: &str| *got.get(series).unwrap_or_else(|| panic!("{series} is not in the scrape:\n{text}"));
     assert_eq!(value(&operations("Version", "v1alpha2", "OK")), 3.0);
     assert_eq!(value(&operations("ListContainers", "v1alpha2", "OK")), 2.0);
-    assert_eq!(value(&operations("CreateContainer", "v1alpha2", "FAILED_PRECONDITION")), 1.0);
+    assert_eq!(value(&operations("CreateContainer", "v1alpha2", "UNIMPLEMENTED")), 1.0);
     assert_eq!(
         value("cri_bridge_operations_total{service=\"(unknown)\",method=\"(unknown)\",frontend_version=\"(unknown)\",backend_version=\"none\",code=\"UNIMPLEMENTED\"}"),
         1.0
@@ -407,7 +407,7 @@ async fn sighup_applies_a_good_file_and_keeps_the_running_config_on_a_bad_one() 
         .into_inner()
         .pod_sandbox_id;
     let refused = client.create_container(strict_container(&pod, "refused")).await.expect_err("refused by default");
-    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert_eq!(refused.code(), Code::Unimplemented);
 
     let hangup = |child: &Reaped| {
         assert!(Command::new("kill").arg("-HUP").arg(child.id().to_string()).status().unwrap().success());

@@ -153,10 +153,8 @@ impl BridgeProcess {
         let dir = TempDir::new(name);
         let socket = dir.path("bridge.sock");
         let config = dir.path("config.yaml");
-        // `CRI_BRIDGE_TEST_SPLICE`: the same sessions with every connection spliced.
-        let splice = std::env::var_os("CRI_BRIDGE_TEST_SPLICE").is_some();
         let yaml = format!(
-            "listen:\n  path: {}\nbackend:\n  endpoint: unix://{}\n  version: auto\nlog:\n  level: debug\nsplice: {splice}\n",
+            "listen:\n  path: {}\nbackend:\n  endpoint: unix://{}\n  version: auto\nlog:\n  level: debug\n",
             socket.display(),
             backend.display()
         );

@@ -138,7 +138,7 @@ fn a_blocked_field_counts_as_set_when_its_bytes_say_something() {
     for field in [working_dir, linux, stop_signal] {
         blocked[field.id] = Some(Block::Revision { runtime: 10, field: 30 });
     }
-    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 10 };
+    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 10, without_swap: false };
     let reported = |bytes: &[u8]| {
         let mut losses = Vec::new();
         scan::scan(schema, schema.message_index("ContainerConfig").unwrap(), bytes, limits, &mut losses).unwrap();
@@ -193,7 +193,7 @@ fn an_enum_value_is_blocked_below_its_revision_and_passes_from_it() {
                         let profile = RuntimeProfile::from_version(version, "containerd", "9.9.9", Some(minor));
                         let blocked = profile.blocked(schema);
                         let mut losses = Vec::new();
-                        let limits = Limits { unknown: true, blocked: Some(&blocked), minor };
+                        let limits = Limits { unknown: true, blocked: Some(&blocked), minor, without_swap: false };
                         scan::scan(schema, index, &bytes, limits, &mut losses).unwrap();
                         losses
                     };
@@ -271,7 +271,7 @@ fn a_profile_a_string_does_not_carry_is_blocked_before_1_20() {
             ..Default::default()
         };
         let mut losses = Vec::new();
-        let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19 };
+        let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19, without_swap: false };
         scan::scan(schema, index, &context.encode_to_vec(), limits, &mut losses).unwrap();
         losses.iter().map(|l| l.path.clone()).collect::<Vec<_>>()
     };
@@ -331,7 +331,7 @@ fn split_request(split: Split, parts: &[cri_bridge::api::v1alpha2::LinuxContaine
 fn scan_for_1_19(message: &str, bytes: &[u8], losses: &mut Vec<Loss>) {
     let schema = V1alpha2.schema();
     let blocked = RuntimeProfile::from_version(V1alpha2, "containerd", "1.4.13", None).blocked(schema);
-    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19 };
+    let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19, without_swap: false };
     scan::scan(schema, schema.message_index(message).unwrap(), bytes, limits, losses).unwrap();
 }
 
@@ -469,4 +469,72 @@ fn walking_a_split_request_again_records_each_loss_once() {
     scan_for_1_19("CreateContainerRequest", &request, &mut losses);
     assert_eq!(losses.len(), cri_bridge::convert::MAX_DISTINCT + 1);
     assert_eq!(losses.last().map(|l| (&l.reason, l.more)), Some((&LossReason::TooMany, 7)));
+}
+
+/// What a kubelet sets for a container with a memory limit, whether or not the node has swap: a
+/// swap limit equal to the memory limit (cgroup v1) or `unified { memory.swap.max: "0" }`
+/// (cgroup v2). For a runtime that predates both (containerd 1.4, the 1.19 revision) they change
+/// nothing on a node without swap: reported as no effect here (the policy passes and counts it),
+/// not as a loss. With swap on the node, or any other value, a loss as before.
+#[test]
+fn a_swap_limit_that_forbids_nothing_more_is_no_loss_on_a_node_without_swap() {
+    use cri_bridge::api::v1alpha2::LinuxContainerResources;
+    use cri_bridge::convert::policy::{Action, LossPolicy, Side};
+    use prost::Message;
+    let schema = V1alpha2.schema();
+    let blocked = RuntimeProfile::from_version(V1alpha2, "containerd", "1.4.13", None).blocked(schema);
+    let index = schema.message_index("LinuxContainerResources").unwrap();
+    let scanned = |resources: &LinuxContainerResources, without_swap: bool| {
+        let mut losses = Vec::new();
+        let limits = Limits { unknown: true, blocked: Some(&blocked), minor: 19, without_swap };
+        scan::scan(schema, index, &resources.encode_to_vec(), limits, &mut losses).unwrap();
+        losses
+    };
+    let no_effect = |losses: &[Loss]| losses.iter().all(|l| matches!(l.reason, LossReason::NoEffectHere(_)));
+    let policy = LossPolicy::default();
+    let actions = |losses: &[Loss]| losses.iter().map(|l| policy.action(Side::Request, l)).collect::<Vec<_>>();
+    let memory = 64 << 20;
+
+    let equal = LinuxContainerResources {
+        memory_limit_in_bytes: memory,
+        memory_swap_limit_in_bytes: memory,
+        ..Default::default()
+    };
+    let here = scanned(&equal, true);
+    assert_eq!(here.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(), ["memory_swap_limit_in_bytes"]);
+    assert!(no_effect(&here), "{here:?}");
+    assert_eq!(actions(&here), [Action::Allow]);
+    let with_swap = scanned(&equal, false);
+    assert!(matches!(with_swap[0].reason, LossReason::Blocked(Block::Revision { .. })), "{with_swap:?}");
+    assert_eq!(actions(&with_swap), [Action::Reject]);
+
+    // Unlimited swap: nothing to swap to either.
+    let unlimited = LinuxContainerResources { memory_swap_limit_in_bytes: -1, ..equal.clone() };
+    assert!(no_effect(&scanned(&unlimited, true)));
+    // Swap beyond the memory limit is asked for, or a limit below it (an error natively): judged.
+    for swap in [memory * 2, memory / 2] {
+        let other = LinuxContainerResources { memory_swap_limit_in_bytes: swap, ..equal.clone() };
+        let losses = scanned(&other, true);
+        assert_eq!(actions(&losses), [Action::Reject], "swap {swap}: {losses:?}");
+    }
+
+    // cgroup v2: memory.swap.max = 0 is no effect here; any other entry is judged on its own.
+    let unified = |entries: &[(&str, &str)]| LinuxContainerResources {
+        unified: entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Default::default()
+    };
+    let swap_off = scanned(&unified(&[("memory.swap.max", "0")]), true);
+    assert!(no_effect(&swap_off) && swap_off.len() == 1, "{swap_off:?}");
+    assert_eq!(actions(&scanned(&unified(&[("memory.swap.max", "0")]), false)), [Action::Reject]);
+    let with_oom_group = scanned(&unified(&[("memory.swap.max", "0"), ("memory.oom.group", "1")]), true);
+    let mut judged = actions(&with_oom_group);
+    judged.sort_by_key(|a| format!("{a:?}"));
+    // The swap entry passes, the OOM group entry is refused: so is the call.
+    assert_eq!(judged, [Action::Allow, Action::Reject], "{with_oom_group:?}");
+
+    // An override still decides: an operator who refuses the field gets it refused.
+    let strict = LossPolicy::new(
+        [("LinuxContainerResources.memory_swap_limit_in_bytes".to_string(), Action::Reject)].into_iter().collect(),
+    );
+    assert_eq!(strict.action(Side::Request, &here[0]), Action::Reject);
 }

@@ -3,7 +3,6 @@
 //! Peers, each a unix socket the same load client talks to:
 //! - `direct v1`: an in-memory runtime serving CRI v1;
 //! - `passthrough v1->v1`: the cri-bridge binary in front of that runtime;
-//! - `spliced v1->v1`: the same with `--splice` (each connection relayed frame by frame);
 //! - `translating v1->v1alpha2`: the cri-bridge binary in front of an in-memory runtime that
 //!   serves only v1alpha2, the client still speaking v1;
 //! - `direct v1alpha2`: that v1alpha2 runtime asked directly, the baseline of `translating`;
@@ -38,7 +37,7 @@
 //! - `LOAD_BRIDGE_BIN`: the cri-bridge binary to measure instead of this build's (to compare
 //!   with an older build);
 //! - `LOAD_COMPARE_BIN`: another build's cri-bridge, run beside this one as the peers
-//!   `compare passthrough`, `compare translating` and `compare spliced`, so that a change's cost is
+//!   `compare passthrough` and `compare translating`, so that a change's cost is
 //!   measured in one run;
 //! - `LOAD_PEERS`: a comma-separated list of peer-name prefixes to measure (say, to profile one);
 //! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a real containerd (one that

@@ -44,18 +44,10 @@ fn start_runtime(dir: &Path, version: CriVersion) -> (Child, PathBuf) {
 }
 
 /// cri-bridge listening on `dir/<label>.sock`, forwarding to `backend`.
-/// With `splice`, connections are spliced (`--splice`).
-fn start_bridge(
-    dir: &Path,
-    label: &str,
-    backend: &Path,
-    backend_version: Option<&str>,
-    splice: bool,
-) -> (Child, PathBuf) {
+fn start_bridge(dir: &Path, label: &str, backend: &Path, backend_version: Option<&str>) -> (Child, PathBuf) {
     // `LOAD_BRIDGE_BIN`: another cri-bridge binary (an older build, to compare with).
     let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
-    let splice = if splice { &["--splice"][..] } else { &[] };
-    start_bridge_binary(&binary, dir, label, backend, backend_version, splice)
+    start_bridge_binary(&binary, dir, label, backend, backend_version, &[])
 }
 
 fn start_bridge_binary(
@@ -118,14 +110,12 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
 
     let (v1_runtime, v1_socket) = start_runtime(&dir.0, CriVersion::V1);
     let (v1alpha2_runtime, v1alpha2_socket) = start_runtime(&dir.0, CriVersion::V1alpha2);
-    let (passthrough, passthrough_socket) = start_bridge(&dir.0, "bridge-passthrough", &v1_socket, None, false);
-    let (spliced, spliced_socket) = start_bridge(&dir.0, "bridge-spliced", &v1_socket, None, true);
-    let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None, false);
+    let (passthrough, passthrough_socket) = start_bridge(&dir.0, "bridge-passthrough", &v1_socket, None);
+    let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None);
     let (v1_pid, v1alpha2_pid) = (Some(v1_runtime.pid), Some(v1alpha2_runtime.pid));
 
     let direct_v1 = add(peer("direct v1", v1_socket.clone(), None, None, v1_pid));
     add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
-    add(peer("spliced v1->v1", spliced_socket, Some(direct_v1), Some(spliced.pid), v1_pid));
     // The translating peer's baseline is pushed right after it.
     let translating_index =
         add(peer("translating v1->v1alpha2", translating_socket, None, Some(translating.pid), v1alpha2_pid));
@@ -134,8 +124,8 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
         ..peer("direct v1alpha2", v1alpha2_socket.clone(), None, None, v1alpha2_pid)
     });
     peers[translating_index].baseline = Some(direct_v1alpha2);
-    children.extend([passthrough, spliced, translating]);
-    // `LOAD_COMPARE_BIN`: the same three proxies from another build, measured in the same run.
+    children.extend([passthrough, translating]);
+    // `LOAD_COMPARE_BIN`: the same two proxies from another build, measured in the same run.
     if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
         let (old_passthrough, old_passthrough_socket) =
             start_bridge_binary(&binary, &dir.0, "compare-passthrough", &v1_socket, None, &[]);
@@ -155,10 +145,7 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
             Some(old_translating.pid),
             v1alpha2_pid,
         ));
-        let (old_spliced, old_spliced_socket) =
-            start_bridge_binary(&binary, &dir.0, "compare-spliced", &v1_socket, None, &["--splice"]);
-        peers.push(peer("compare spliced v1->v1", old_spliced_socket, Some(direct_v1), Some(old_spliced.pid), v1_pid));
-        children.extend([old_passthrough, old_translating, old_spliced]);
+        children.extend([old_passthrough, old_translating]);
     }
     if socat_installed() {
         let (socat, socat_socket) = start_socat(&dir.0, "socat", &v1_socket);
@@ -189,14 +176,11 @@ fn add_containerd_peers(dir: &Path, socket: &Path, peers: &mut Vec<Peer>, childr
         containers: 0,
     };
     peers.push(peer("direct v1", socket.to_path_buf(), None, None));
-    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"), false);
+    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"));
     peers.push(peer("passthrough v1->v1", passthrough_socket, Some(direct), Some(passthrough.pid)));
-    let (spliced, spliced_socket) = start_bridge(dir, "containerd-spliced", socket, Some("v1"), true);
-    peers.push(peer("spliced v1->v1", spliced_socket, Some(direct), Some(spliced.pid)));
-    let (translating, translating_socket) =
-        start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"), false);
+    let (translating, translating_socket) = start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"));
     peers.push(peer("translating v1->v1alpha2", translating_socket, Some(direct), Some(translating.pid)));
-    children.extend([passthrough, spliced, translating]);
+    children.extend([passthrough, translating]);
     if socat_installed() {
         let (socat, socat_socket) = start_socat(dir, "containerd-socat", socket);
         peers.push(peer("socat v1", socat_socket, Some(direct), Some(socat.pid)));

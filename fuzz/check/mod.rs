@@ -17,8 +17,6 @@ pub mod framing;
 pub mod front_door;
 pub mod header_block;
 pub mod scan;
-pub mod splice_frames;
-pub mod splice_hpack;
 
 #[path = "../../tests/support/wire_gen.rs"]
 pub mod wire_gen;
@@ -38,8 +36,6 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("header_block", header_block::run),
     ("config", config::run),
     ("copy", copy::run),
-    ("splice_hpack", splice_hpack::run),
-    ("splice_frames", splice_frames::run),
 ];
 
 /// The input read as a sequence of choices, then the rest as the payload. Past the end every

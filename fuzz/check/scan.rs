@@ -57,7 +57,7 @@ pub fn run(data: &[u8]) {
         2 => Some(scattered(info, mode)),
         _ => Some(vec![Some(Block::NotHonoured("every field")); info.field_count]),
     };
-    let limits = Limits { unknown, blocked: table.as_deref(), minor };
+    let limits = Limits { unknown, blocked: table.as_deref(), minor, without_swap: false };
     let mut losses: Vec<Loss> = (0..before).map(earlier).collect();
     let result = scan::scan(info, message, bytes, limits, &mut losses);
     let name = info.messages[message].name;

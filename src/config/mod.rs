@@ -96,10 +96,23 @@ pub struct Config {
     /// `emulate.runtime_config.cgroup_driver`: the runtime's cgroup driver, for `RuntimeConfig`
     /// when the runtime cannot answer it (`None`: read from the runtime's `Status` info).
     pub cgroup_driver: Option<CgroupDriver>,
-    /// `splice`: relay a client connection frame by frame to a runtime connection of its own when
-    /// the runtime takes its calls as they are (`relay::splice`).
-    pub splice: bool,
+    /// Keys and flags that are gone, given all the same: each is ignored and warned of (a node
+    /// must not stop on an upgrade because its config names one).
+    pub gone: Vec<Gone>,
 }
+
+/// A key or flag that cri-bridge no longer has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    /// `splice`, `--splice`.
+    pub key: &'static str,
+    /// Why it is gone and what to do.
+    pub why: &'static str,
+}
+
+/// The splice (a frame relay beside h2) was removed: one relay path, built on h2.
+const SPLICE_GONE: &str =
+    "the splice was removed (every connection is relayed through h2): the key has no effect; remove it";
 
 impl Default for Config {
     fn default() -> Config {
@@ -120,7 +133,7 @@ impl Default for Config {
             metrics_listen: None,
             limits: Limits::default(),
             cgroup_driver: None,
-            splice: false,
+            gone: Vec::new(),
         }
     }
 }
@@ -179,7 +192,9 @@ impl Config {
         config.backend_revision = file.backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
         config.image_revision =
             file.backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
-        config.splice = file.splice.unwrap_or(false);
+        if file.splice.is_some() {
+            config.gone.push(Gone { key: "splice", why: SPLICE_GONE });
+        }
         if let Some(size) = file.max_message_size {
             config.max_message_size = size;
         }
@@ -308,8 +323,8 @@ impl Config {
         if let Some(version) = overrides.backend_version {
             self.backend_version = parse_backend_version("--backend-version", &version)?;
         }
-        if let Some(splice) = overrides.splice {
-            self.splice = splice;
+        if overrides.splice {
+            self.gone.push(Gone { key: "--splice", why: SPLICE_GONE });
         }
         self.validate()?;
         Ok(self)

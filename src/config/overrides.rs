@@ -1,5 +1,5 @@
-//! Command-line values (`--listen`, `--backend`, `--image-backend`, `--backend-version`, `--splice`) that
-//! override the file's (applied by `Config::apply`).
+//! Command-line values (`--listen`, `--backend`, `--image-backend`, `--backend-version`) that
+//! override the file's (applied by `Config::apply`); `--splice`, which is gone, is only noted.
 
 use std::path::PathBuf;
 
@@ -10,5 +10,6 @@ pub struct Overrides {
     pub backend: Option<String>,
     pub image_backend: Option<String>,
     pub backend_version: Option<String>,
-    pub splice: Option<bool>,
+    /// `--splice` was given: the splice is gone, and the flag does nothing but warn.
+    pub splice: bool,
 }

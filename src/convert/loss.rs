@@ -23,6 +23,8 @@ pub enum LossReason {
     UnknownField,
     /// The target version has the field, but the runtime would not act on it.
     Blocked(Block),
+    /// The runtime would not act on the field, and on this node that changes nothing (why).
+    NoEffectHere(&'static str),
     /// More distinct fields were lost than are recorded one by one.
     TooMany,
 }
@@ -40,6 +42,7 @@ impl fmt::Display for LossReason {
             }
             LossReason::UnknownField => f.write_str("the field number is unknown to cri-bridge's schema"),
             LossReason::Blocked(block) => block.fmt(f),
+            LossReason::NoEffectHere(why) => write!(f, "the runtime would not act on it, which changes nothing: {why}"),
             LossReason::TooMany => write!(f, "more than {MAX_DISTINCT} different fields were lost"),
         }
     }

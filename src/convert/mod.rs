@@ -9,8 +9,10 @@
 //! - `classes`: every lossable request field as security, behaviour or advisory, with why.
 //! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
 //! - `scan`: finds, in the wire bytes, fields our own schema does not know and fields the
-//!   runtime's revision would not act on.
+//!   runtime's revision would not act on; `carried`: which of those still reach the runtime in
+//!   meaning, or change nothing on this node; `wire`: the protobuf wire format, field by field.
 
+mod carried;
 pub mod classes;
 pub mod copy;
 mod cx;
@@ -19,6 +21,7 @@ mod loss;
 pub mod policy;
 pub mod rules;
 pub mod scan;
+mod wire;
 
 pub use cx::{Convert, Cx, IsSet};
 pub use loss::{Loss, LossReason, MAX_DISTINCT};

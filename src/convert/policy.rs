@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Refuse the call with `FAILED_PRECONDITION`.
+    /// Refuse the call with `UNIMPLEMENTED` (what clients read as "not supported").
     Reject,
     /// Drop the field, log a warning, count it.
     Warn,
@@ -137,6 +137,8 @@ impl LossPolicy {
             Side::Response => Action::Allow,
             // Fields beyond the bounded record were not judged one by one.
             Side::Request if loss.reason == LossReason::TooMany => Action::Reject,
+            // Nothing changes on this node: passed, and counted.
+            Side::Request if matches!(loss.reason, LossReason::NoEffectHere(_)) => Action::Allow,
             Side::Request => match class_of(&loss.field, &loss.path).0 {
                 Class::Security | Class::Behaviour => Action::Reject,
                 Class::Advisory => Action::Warn,
@@ -168,11 +170,11 @@ impl LossPolicy {
                 Action::Reject => rejected.push(loss),
                 Action::Warn => {
                     self.counters.warned.fetch_add(1 + loss.more, Ordering::Relaxed);
-                    tracing::warn!(rpc, %runtime, %loss, "dropped a field the runtime cannot carry");
+                    tracing::warn!(rpc, %runtime, %loss, "{}", fate(&loss));
                 }
                 Action::Allow => {
                     self.counters.allowed.fetch_add(1 + loss.more, Ordering::Relaxed);
-                    tracing::debug!(rpc, %runtime, %loss, "dropped a field the runtime cannot carry");
+                    tracing::debug!(rpc, %runtime, %loss, "{}", fate(&loss));
                 }
             }
         }
@@ -183,6 +185,16 @@ impl LossPolicy {
         let refusal = Refusal { rpc: rpc.to_string(), runtime: runtime.to_string(), fields: rejected };
         tracing::warn!(%refusal, "refused a call");
         Err(refusal)
+    }
+}
+
+/// What became of a field that was not refused: one the runtime's version has reaches it (as it
+/// came, or converted), and the runtime may not act on it; any other is dropped.
+fn fate(loss: &Loss) -> &'static str {
+    match loss.reason {
+        LossReason::Blocked(_) => "passed a field the runtime does not act on",
+        LossReason::NoEffectHere(_) => "passed a field the runtime does not act on, which changes nothing on this node",
+        _ => "dropped a field the runtime cannot carry",
     }
 }
 

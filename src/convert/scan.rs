@@ -16,8 +16,10 @@
 //! walks the request a second time with every such field's occurrences joined (their
 //! concatenation is their merge).
 
+use super::carried::{is_carried_anyway, no_effect_here};
 use super::classes::{class_of_unknown, Class};
 use super::loss::record;
+use super::wire::{next, Found};
 use super::{Loss, LossReason};
 use crate::api::{FieldInfo, MessageInfo, SchemaInfo};
 use crate::revision::Block;
@@ -42,11 +44,15 @@ pub struct Limits<'a> {
     /// The revision the runtime decodes at least, for enum values (with `blocked`): its own,
     /// or that of the RPC called, if newer (a runtime that serves an RPC decodes its schema).
     pub minor: u8,
+    /// The node has no swap (`SwapTotal: 0`): a swap limit that only forbids swapping changes
+    /// nothing here ([`no_effect_here`]).
+    pub without_swap: bool,
 }
 
 impl Limits<'static> {
     /// Unknown numbers only: for the caller's bytes before a conversion.
-    pub const UNKNOWN_ONLY: Limits<'static> = Limits { unknown: true, blocked: None, minor: u8::MAX };
+    pub const UNKNOWN_ONLY: Limits<'static> =
+        Limits { unknown: true, blocked: None, minor: u8::MAX, without_swap: false };
 }
 
 /// Scans `bytes`, encoded as message `message` of `schema`, appending what `limits` asks for.
@@ -124,9 +130,11 @@ struct Walk<'s, 'l, 'v> {
     losses: &'v mut Vec<Loss>,
     /// How many losses were recorded before this walk.
     start: usize,
-    /// (message index, field number) of each loss this walk kept, in order from `start`: past the
+    /// (message index, field number, whether it has no effect here) of each loss this walk kept,
+    /// in order from `start` (a loss is never counted on an entry the policy judges more
+    /// leniently): past the
     /// bound, a repeat is found by number, so a flood of unknown fields costs integer compares.
-    kept: Vec<(usize, u32)>,
+    kept: Vec<(usize, u32, bool)>,
     /// Walk each message field that is not repeated once, its occurrences merged.
     merge: bool,
 }
@@ -160,27 +168,6 @@ impl Met {
             self.low & 1u64 << number != 0
         } else {
             self.high.contains(&number)
-        }
-    }
-}
-
-/// One field as found on the wire.
-struct Found<'b> {
-    number: u32,
-    wire_type: u8,
-    /// The varint's value (wire type 0).
-    varint: u64,
-    /// The payload (wire types 1, 2, 5).
-    value: &'b [u8],
-}
-
-impl Found<'_> {
-    /// Holds something other than the proto3 default (a message, even empty, is set).
-    fn is_set(&self, field: &FieldInfo) -> bool {
-        match self.wire_type {
-            0 => self.varint != 0,
-            2 => field.message.is_some() || !self.value.is_empty(),
-            _ => self.value.iter().any(|b| *b != 0),
         }
     }
 }
@@ -227,7 +214,11 @@ impl<'s> Walk<'s, '_, '_> {
                 block.filter(|b| !matches!(b, Block::Revision { field, .. } if *field <= self.limits.minor))
             {
                 if found.is_set(field) && !is_carried_anyway(info, field, found.value, whole) {
-                    self.lose(message, field, path, LossReason::Blocked(block));
+                    let reason = match no_effect_here(info, field, &found, whole, self.limits.without_swap) {
+                        Some(why) => LossReason::NoEffectHere(why),
+                        None => LossReason::Blocked(block),
+                    };
+                    self.lose(message, field, path, reason);
                 }
                 continue;
             }
@@ -289,7 +280,7 @@ impl<'s> Walk<'s, '_, '_> {
 
     fn unknown_field(&mut self, message: usize, number: u32, path: &[Step<'_>]) {
         let name = self.schema.messages[message].name;
-        self.note((message, number), || Loss {
+        self.note((message, number, false), || Loss {
             path: at(path, &format!("#{number}")),
             field: Cow::Owned(format!("{name}.#{number}")),
             reason: LossReason::UnknownField,
@@ -299,7 +290,8 @@ impl<'s> Walk<'s, '_, '_> {
 
     fn lose(&mut self, message: usize, field: &FieldInfo, path: &[Step<'_>], reason: LossReason) {
         let name = self.schema.messages[message].name;
-        self.note((message, field.number), || Loss {
+        let no_effect = matches!(reason, LossReason::NoEffectHere(_));
+        self.note((message, field.number, no_effect), || Loss {
             path: at(path, field.name),
             field: Cow::Owned(format!("{name}.{}", field.name)),
             reason,
@@ -311,24 +303,12 @@ impl<'s> Walk<'s, '_, '_> {
     /// repeat of a field this walk kept counts on its entry, found by number; a field only
     /// recorded before the walk (unknown numbers of the caller's bytes, conversion losses) is
     /// never one the walk meets again, so it is not searched for.
-    fn note(&mut self, key: (usize, u32), make: impl FnOnce() -> Loss) {
+    fn note(&mut self, key: (usize, u32, bool), make: impl FnOnce() -> Loss) {
         let (start, kept) = (self.start, &self.kept);
         let find = |_: &[Loss]| kept.iter().position(|k| *k == key).map(|i| start + i);
         if record(self.losses, find, make) {
             self.kept.push(key);
         }
-    }
-}
-
-/// A set field the runtime does not read, whose meaning reaches it all the same: a
-/// `userns_options { mode: NODE }` without mappings (the kubelet sends it for every pod) asks for
-/// what a runtime ignoring the field does anyway; a seccomp or AppArmor profile whose deprecated
-/// string says the same is applied from the string by a runtime before 1.20. `message` is the
-/// whole message that holds the field.
-fn is_carried_anyway(info: &MessageInfo, field: &FieldInfo, value: &[u8], message: &[u8]) -> bool {
-    match (info.name, field.name) {
-        ("NamespaceOption", "userns_options") => crate::convert::userns_is_host(value),
-        (context, profile) => super::exceptions::profile_carried_by_string(context, profile, message),
     }
 }
 
@@ -358,51 +338,6 @@ fn repeated_singles(info: &MessageInfo, bytes: &[u8]) -> Vec<(u32, Vec<u8>, bool
         }
     }
     joined
-}
-
-fn next<'b>(bytes: &mut &'b [u8]) -> Result<Found<'b>, &'static str> {
-    let key = varint(bytes).ok_or("truncated field key")?;
-    // Protobuf field numbers are 1 to 2^29 - 1; cutting a larger key down to u32 would read it
-    // as some other field.
-    let (number, wire_type) = (key >> 3, (key & 7) as u8);
-    if number == 0 {
-        return Err("field number 0");
-    }
-    let number = u32::try_from(number).ok().filter(|n| *n < 1 << 29).ok_or("field number out of range")?;
-    let mut found = Found { number, wire_type, varint: 0, value: &[] };
-    match wire_type {
-        0 => found.varint = varint(bytes).ok_or("truncated field value")?,
-        1 => found.value = take(bytes, 8).ok_or("truncated field value")?,
-        2 => {
-            let len = varint(bytes).and_then(|len| usize::try_from(len).ok()).ok_or("truncated field value")?;
-            found.value = take(bytes, len).ok_or("truncated field value")?;
-        }
-        5 => found.value = take(bytes, 4).ok_or("truncated field value")?,
-        _ => return Err("unsupported wire type"),
-    }
-    Ok(found)
-}
-
-fn varint(bytes: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for i in 0..10 {
-        let (&b, rest) = bytes.split_first()?;
-        *bytes = rest;
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if bytes.len() < n {
-        return None;
-    }
-    let (value, rest) = bytes.split_at(n);
-    *bytes = rest;
-    Some(value)
 }
 
 /// Whether a passthrough request of message `root` (of `version`) can hold anything the scan

@@ -215,8 +215,9 @@ impl Forwarder {
                 Ok(response) => response,
                 Err(error) => return Err(self.runtime_failed(backend, upstream, error, answer)),
             };
-            let unimplemented =
-                response.body().is_end_stream() && grpc_code(response.headers()) == Some(Code::Unimplemented);
+            // An answer that is its status alone (an error, as grpc-go sends one): its code.
+            let ended = if response.body().is_end_stream() { grpc_code(response.headers()) } else { None };
+            let unimplemented = ended == Some(Code::Unimplemented);
             // On a connection made since the probe, UNIMPLEMENTED may come from a runtime
             // restarted (maybe upgraded) since: one Version call on the probe connection tells
             // (it fails, or is made on a new connection), and then the runtime is probed again.
@@ -227,6 +228,10 @@ impl Forwarder {
                     retried = true;
                     continue;
                 }
+            }
+            if ended == Some(Code::NotFound) && gone_is_done(rpc, found.version) {
+                tracing::debug!(rpc = %rpc.path(), "the runtime does not know the id: done, as CRI v1 requires");
+                return Ok(answer_message(answer, Vec::new()).await?);
             }
             // Only an answer of UNIMPLEMENTED is looked at again: every other call pays nothing.
             let emulated = if unimplemented { emulate(rpc, &found) } else { None };
@@ -428,6 +433,16 @@ fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
         (true, Err(why)) => Error::DriverUnknown { missing: Box::new(error), why: why.clone() },
         _ => error,
     }
+}
+
+/// CRI v1 requires stopping or removing a sandbox or container that is already gone (or never
+/// was) to succeed. containerd 1.4 and 1.5 (v1alpha2) answer `NOT_FOUND` for an unknown id in
+/// `StopContainer` and `StopPodSandbox`: a v1 caller of an older runtime is told what v1 says,
+/// with the empty answer all four RPCs have. (A caller of the runtime's own version is passed
+/// its answer as it came, as natively.)
+fn gone_is_done(rpc: Rpc, backend: CriVersion) -> bool {
+    const IDEMPOTENT: [&str; 4] = ["StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"];
+    rpc.version == CriVersion::V1 && backend != CriVersion::V1 && IDEMPOTENT.contains(&rpc.info.method)
 }
 
 fn is_runtime_config(rpc: Rpc) -> bool {

@@ -1,7 +1,5 @@
-//! The relay hands the forwarder its connections, their calls, and the streams of those it
-//! splices.
+//! The relay hands the forwarder its connections and their calls.
 
-use super::spliced::SpliceRouter;
 use super::{Client, Forwarder, Session};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -30,14 +28,5 @@ impl crate::relay::serve::Calls for Forwarder {
 
     fn refused(&self, limit: &'static str) {
         self.observer.refused_connection(limit);
-    }
-
-    type Router = SpliceRouter;
-
-    fn splice(
-        self: &Arc<Self>,
-        client: &Arc<Client>,
-    ) -> impl std::future::Future<Output = Option<(std::path::PathBuf, SpliceRouter)>> + Send {
-        SpliceRouter::for_connection(self.clone(), client.clone())
     }
 }

@@ -15,7 +15,6 @@ mod hooks;
 mod offload;
 mod request_body;
 mod session;
-mod spliced;
 
 pub use hooks::{ClientRecord, Observer, OwnCalls};
 pub use session::{Client, Session};
@@ -87,8 +86,6 @@ pub struct Forwarder {
     observer: Arc<dyn Observer>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
     own_calls: Arc<dyn OwnCalls>,
-    /// `splice`: connections whose calls the runtime takes as they are are spliced.
-    splice: bool,
 }
 
 impl Forwarder {
@@ -125,7 +122,6 @@ impl Forwarder {
             offload: offload::Offload::new(config.limits.conversion_threads),
             observer,
             own_calls,
-            splice: config.splice,
         }
     }
 
@@ -166,6 +162,7 @@ impl Forwarder {
             // A runtime that serves the RPC (else it answers UNIMPLEMENTED, and nothing runs)
             // decodes at least the RPC's revision, whatever its assumed revision.
             minor: profile.runtime.minor.max(plan.since),
+            without_swap: crate::node::without_swap(),
         };
         let backend_schema = found.version.schema();
         let mut losses = Vec::new();

@@ -71,7 +71,7 @@ impl RequestError {
 }
 
 /// A unary request's body checked as it arrives, without holding it: one message, within the
-/// limit. Both the terminating path and the splice take requests through it.
+/// limit.
 #[derive(Default)]
 pub struct UnaryRequest {
     meter: Meter,
@@ -182,12 +182,6 @@ pub struct Meter {
 }
 
 impl Meter {
-    /// A meter for answers passed to a caller that chose their encoding itself (the splice
-    /// passes its `grpc-accept-encoding`): a compressed message is sized like any other.
-    pub fn passing_compressed() -> Meter {
-        Meter { compressed: true, ..Meter::default() }
-    }
-
     pub fn pass(&mut self, mut chunk: &[u8], limit: usize) -> Result<(), MessageError> {
         while !chunk.is_empty() {
             if self.remaining > 0 {

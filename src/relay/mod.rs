@@ -7,8 +7,6 @@
 //! - [`upstream`]: an HTTP/2 connection to the runtime (each client connection has its own).
 //! - [`answer`]: the caller's side of one call, sent as the caller's flow control allows.
 //! - [`message`]: gRPC's length-prefixed messages: a request gathered, an answer metered or cut.
-//! - [`splice`]: a connection whose calls the runtime takes as they are, relayed frame by frame
-//!   (`splice: true`), its other calls through the terminating path in-process.
 //!
 //! What a call costs on this path (the forwarder, `forward.rs`, decides what is done):
 //! HTTP/2 in (`h2`), one hash lookup for the RPC, the request's one message gathered (a single
@@ -36,7 +34,6 @@ pub mod admission;
 pub mod answer;
 pub mod message;
 pub mod serve;
-pub mod splice;
 pub mod upstream;
 
 pub use serve::serve;

@@ -1,5 +1,5 @@
 //! The listening side: accepts connections (within the connection limits, see
-//! [`super::admission`]), speaks HTTP/2 on each through the front door, and hands every stream to
+//! [`super::admission`]: at a limit an idle connection is sent away to make room), speaks HTTP/2 on each through the front door, and hands every stream to
 //! what it serves ([`Calls`]: the forwarder) as a task of its own; on shutdown, drains. It knows
 //! connections and HTTP/2, not what a call means.
 //!
@@ -9,7 +9,7 @@
 //! cancels more than `limits.resets_per_minute` calls (each cancelled call opened a stream to the
 //! runtime: a reset flood is work for both).
 
-use super::admission::Admission;
+use super::admission::{Activity, Admission, Admit, Admitted};
 use crate::budget::Charge;
 use crate::config::Limits;
 use crate::front_door::FrontDoor;
@@ -19,7 +19,7 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
@@ -33,6 +33,14 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often a connection's idleness is checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a connection sent away to make room (see [`super::admission`]) may take to close;
+/// then it is dropped, whatever its client does.
+const RECLAIM_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a new connection waits for the slot of one sent away; then it is closed as over the
+/// limit.
+const RECLAIM_WAIT: Duration = Duration::from_secs(5);
 
 /// What the relay serves: told of each connection, and handed each call on it.
 pub trait Calls: Send + Sync + 'static {
@@ -52,16 +60,6 @@ pub trait Calls: Send + Sync + 'static {
 
     /// A connection was closed at once by the limit named (`limits.connections`, …).
     fn refused(&self, limit: &'static str);
-
-    /// Decides each stream of a spliced connection.
-    type Router: super::splice::Router;
-
-    /// Whether `connection` is spliced (`super::splice`): the runtime's socket, and the router
-    /// of its streams; `None` serves it through the terminating path alone.
-    fn splice(
-        self: &Arc<Self>,
-        connection: &Arc<Self::Connection>,
-    ) -> impl Future<Output = Option<(std::path::PathBuf, Self::Router)>> + Send;
 }
 
 /// Serves `calls` on `listener` (answering each of `heartbeats` as it turns) until
@@ -86,11 +84,17 @@ pub async fn serve<C: Calls>(
                     // The uid alone first (one getsockopt): a refused peer costs no /proc read.
                     let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
                     match admission.admit(uid) {
-                        Ok(admitted) => {
-                            let watched = connection(stream, calls.clone(), limits, stopping.clone());
+                        Ok(Admit::Now(admitted)) => {
+                            connections.spawn(connection(stream, admitted, calls.clone(), limits, stopping.clone()));
+                        }
+                        // An idle connection was sent away: this one is served once it has gone.
+                        Ok(Admit::After(slot, limit)) => {
+                            let (calls, stopping) = (calls.clone(), stopping.clone());
                             connections.spawn(async move {
-                                watched.await;
-                                drop(admitted);
+                                match tokio::time::timeout(RECLAIM_WAIT, slot).await {
+                                    Ok(Ok(admitted)) => connection(stream, admitted, calls, limits, stopping).await,
+                                    _ => calls.refused(limit.label()),
+                                }
                             });
                         }
                         Err(refused) => calls.refused(refused.label()),
@@ -122,62 +126,30 @@ pub async fn serve<C: Calls>(
 }
 
 /// What a connection's calls report to it.
-#[derive(Default)]
 struct OpenCalls {
-    open: AtomicUsize,
+    /// Calls open, and since when none is (the admission reads it too).
+    activity: Arc<Activity>,
     /// Calls the client cancelled in the current minute.
     resets: AtomicU32,
     /// Woken when `resets` passes the limit.
     too_many_resets: Notify,
 }
 
-/// One client connection, until the client closes it, or it has drained after shutdown.
-async fn connection<C: Calls>(stream: UnixStream, calls: Arc<C>, limits: Limits, stopping: watch::Receiver<bool>) {
-    // Once per connection (who is at the other end, its own runtime connections), so that
-    // calls pay only a count.
-    let (client, held) = calls.connected(&stream);
-    if let Some((socket, router)) = calls.splice(&client).await {
-        // The runtime connection is made once the client has sent something (its preface):
-        // a client that connects and sends nothing costs the runtime nothing.
-        if tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.readable()).await.is_err() {
-            tracing::debug!("a client sent no HTTP/2 preface within {HANDSHAKE_TIMEOUT:?}");
-            return;
-        }
-        match UnixStream::connect(&socket).await {
-            Ok(runtime) => return spliced(stream, runtime, router, (calls, client, held), limits, stopping).await,
-            Err(error) => {
-                tracing::debug!(%error, socket = %socket.display(), "cannot splice: the terminating path serves the connection")
-            }
-        }
-    }
-    terminated(FrontDoor::new(stream).with_budget(held), calls, client, limits, stopping).await
-}
-
-/// A spliced connection (`super::splice`), its intercepted calls served by [`terminated`] over
-/// an in-process connection.
-async fn spliced<C: Calls>(
+/// One client connection, until the client closes it, or it has drained after shutdown; its
+/// slot is given back (or passed on) when it ends.
+async fn connection<C: Calls>(
     stream: UnixStream,
-    runtime: UnixStream,
-    router: C::Router,
-    (calls, client, held): (Arc<C>, Arc<C::Connection>, Charge),
+    admitted: Admitted,
+    calls: Arc<C>,
     limits: Limits,
     stopping: watch::Receiver<bool>,
 ) {
-    let (near, far) = tokio::io::duplex(64 << 10);
-    // The in-process connection lives as long as the splice: never idle, never pinged.
-    let inner_limits = Limits { idle_timeout: Duration::from_secs(365 * 24 * 3600), ..limits };
-    let _server = AbortOnDrop(tokio::spawn(terminated(far, calls, client, inner_limits, stopping.clone())));
-    let Ok((inner, driver)) =
-        h2::client::Builder::new().max_header_list_size(MAX_HEADER_LIST_SIZE).handshake::<_, Bytes>(near).await
-    else {
-        return;
-    };
-    let _driver = AbortOnDrop(tokio::spawn(async move {
-        let _ = driver.await;
-    }));
-    tracing::debug!("a client connection is spliced to a runtime connection of its own");
-    let spliced = super::splice::Spliced { client: stream, runtime, inner, held };
-    super::splice::splice(spliced, router, limits, stopping).await;
+    // Once per connection (who is at the other end, its own runtime connections), so that
+    // calls pay only a count.
+    let (client, held) = calls.connected(&stream);
+    let activity = admitted.activity().clone();
+    terminated(FrontDoor::new(stream).with_budget(held), calls, client, activity, limits, stopping).await;
+    drop(admitted);
 }
 
 /// A connection served through the terminating path: HTTP/2 read and answered by `h2`.
@@ -185,6 +157,7 @@ async fn terminated<C: Calls, T>(
     io: T,
     calls: Arc<C>,
     client: Arc<C::Connection>,
+    activity: Arc<Activity>,
     limits: Limits,
     mut stopping: watch::Receiver<bool>,
 ) where
@@ -210,7 +183,7 @@ async fn terminated<C: Calls, T>(
             return;
         }
     };
-    let open = Arc::new(OpenCalls::default());
+    let open = Arc::new(OpenCalls { activity, resets: AtomicU32::new(0), too_many_resets: Notify::new() });
     let mut keepalive = connection.ping_pong().map(|pings| AbortOnDrop(tokio::spawn(keep_alive(pings, limits))));
     let peer_gone = async {
         match keepalive {
@@ -222,15 +195,18 @@ async fn terminated<C: Calls, T>(
     };
     tokio::pin!(peer_gone);
     let mut checks = tokio::time::interval(CHECK_EVERY.min(limits.idle_timeout));
-    let mut idle_since = Instant::now();
     let mut minute = Instant::now();
     let mut draining = false;
+    // Once sent away to make room for a new connection: when it must be gone by.
+    let mut reclaimed_by: Option<Instant> = None;
+    let activity = open.activity.clone();
+    let reclaimed = activity.reclaimed();
+    tokio::pin!(reclaimed);
     loop {
         tokio::select! {
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    idle_since = Instant::now();
-                    open.open.fetch_add(1, Ordering::Relaxed);
+                    open.activity.call_began();
                     let (calls, client, open) = (calls.clone(), client.clone(), open.clone());
                     tokio::spawn(async move {
                         let _open = Open(&open);
@@ -261,14 +237,29 @@ async fn terminated<C: Calls, T>(
                 connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                 draining = true;
             }
+            () = &mut reclaimed, if reclaimed_by.is_none() => {
+                // A new connection takes this one's slot. Idle, it is told at once which calls
+                // were seen (none since, so a client retries any it sent meanwhile elsewhere);
+                // a call that raced in may finish within the grace.
+                tracing::debug!("an idle connection makes room for a new one at a connection limit: GOAWAY");
+                if open.activity.open_calls() == 0 {
+                    connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+                } else {
+                    connection.graceful_shutdown();
+                }
+                draining = true;
+                reclaimed_by = Some(Instant::now() + RECLAIM_GRACE);
+            }
+            () = sleep_until(reclaimed_by), if reclaimed_by.is_some() => {
+                tracing::debug!("a connection sent away to make room did not close within {RECLAIM_GRACE:?}: dropped");
+                return;
+            }
             _ = checks.tick() => {
                 if minute.elapsed() >= Duration::from_secs(60) {
                     minute = Instant::now();
                     open.resets.store(0, Ordering::Relaxed);
                 }
-                if open.open.load(Ordering::Relaxed) > 0 {
-                    idle_since = Instant::now();
-                } else if !draining && idle_since.elapsed() >= limits.idle_timeout {
+                if !draining && open.activity.idle_for() >= limits.idle_timeout {
                     tracing::debug!("a connection idle for {:?} (limits.idle_timeout_seconds): GOAWAY", limits.idle_timeout);
                     draining = true;
                     connection.graceful_shutdown();
@@ -287,7 +278,15 @@ struct Open<'a>(&'a OpenCalls);
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.0.activity.call_ended();
+    }
+}
+
+/// Completes at `at`; never when `at` is `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -104,8 +104,6 @@ pub fn config(dir: &TempDir, backend: &Path, pinned: Option<CriVersion>) -> Conf
         listen_path: dir.path("bridge.sock"),
         backend: Endpoint::Unix(backend.to_path_buf()),
         backend_version: pinned,
-        // The whole suite can be run with every connection spliced where it can be.
-        splice: std::env::var_os("CRI_BRIDGE_TEST_SPLICE").is_some(),
         ..Config::default()
     }
 }

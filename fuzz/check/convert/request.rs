@@ -27,8 +27,12 @@ pub fn request(data: &[u8]) {
     let backend_index = backend_schema.message_index(info.request).unwrap_or(request_index);
     let scan_passthrough = scan::worth_scanning(case.backend, backend_index);
     let blocked = case.profile.blocked(backend_schema);
-    let runtime =
-        Limits { unknown: !case.profile.is_newer_than_schema(), blocked: Some(&blocked), minor: case.profile.minor };
+    let runtime = Limits {
+        unknown: !case.profile.is_newer_than_schema(),
+        blocked: Some(&blocked),
+        minor: case.profile.minor,
+        without_swap: false,
+    };
     let policy = LossPolicy::new(HashMap::new());
     let fail = |why: String| -> ! { panic!("{}: {why}", describe(&case, info.request)) };
 
