@@ -166,11 +166,20 @@ async fn report(abuse: &str, daemon: &Daemon, baseline: (usize, u64), worst: Dur
     );
 }
 
+/// A connection with a call open on it (its request never ends), and the call's stream.
+async fn busy(socket: &Path) -> (Connection, h2::SendStream<Bytes>) {
+    let connection = connect(socket).await;
+    let mut send = connection.send.clone().ready().await.unwrap();
+    let (_response, stream) = send.send_request(request(VERSION), false).unwrap();
+    (connection, stream)
+}
+
 #[tokio::test]
 async fn connections_over_the_per_uid_limit_are_closed_and_other_uids_are_served() {
     let daemon = Daemon::start("limits-uid", "  connections_per_uid: 4\n  connections: 16\n").await;
     let baseline = (daemon.fds(), daemon.rss_kib());
-    let held: Vec<Connection> = futures_join(4, || connect(&daemon.socket)).await;
+    // Busy: at the limit, only an idle connection makes room.
+    let held: Vec<_> = futures_join(4, || busy(&daemon.socket)).await;
     // The fifth from this uid is closed before anything is read from it.
     let mut fifth = tokio::net::UnixStream::connect(&daemon.socket).await.unwrap();
     let _ = fifth.write_all(h2_frames::PREFACE).await;
@@ -205,6 +214,56 @@ async fn connections_over_the_per_uid_limit_are_closed_and_other_uids_are_served
     // And this uid is served again.
     let worst = worst.max(daemon.well_behaved_call().await);
     report("5 connections from one uid, limit 4", &daemon, baseline, worst).await;
+}
+
+/// critest holds one connection per test client, hundreds in a run, idle: at the per-uid limit a
+/// new connection sends the longest-idle one away (GOAWAY) and is served; the bound holds (the
+/// connection sent away is gone), and a flood of connections while every one at the limit is
+/// busy is refused, each counted, as before.
+#[tokio::test]
+async fn at_the_limit_an_idle_connection_makes_room_and_busy_ones_hold_the_bound() {
+    let daemon = Daemon::start("limits-reclaim", "  connections_per_uid: 4\n  connections: 16\n").await;
+    let baseline = (daemon.fds(), daemon.rss_kib());
+    let oldest = connect(&daemon.socket).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut others: Vec<Connection> = futures_join(3, || connect(&daemon.socket)).await;
+    // Idle for over a second (RECLAIMABLE_AFTER): each may make room.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fifth = connect(&daemon.socket).await;
+    let mut send = fifth.send.clone().ready().await.expect("the fifth connection is served");
+    let (response, mut stream) = send.send_request(request(VERSION), false).unwrap();
+    stream.send_data(version_body(), true).unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(30), response).await;
+    assert_eq!(answered.expect("answered").expect("an answer").status(), 200);
+    // The longest idle one was sent away, the others kept.
+    let ended = tokio::time::timeout(Duration::from_secs(10), oldest.driver).await;
+    assert!(ended.is_ok(), "the longest-idle connection was sent away (GOAWAY)\n{}", daemon.log());
+    assert!(others.iter().all(|c| !c.driver.is_finished()), "the others are kept");
+    let text = daemon.scrape().await;
+    assert!(!text.contains("cri_bridge_connections_refused_total{limit=\"limits.connections_per_uid\"}"), "{text}");
+
+    // Now every connection at the limit busy: a flood of new ones is refused, each counted.
+    drop((fifth, send, stream));
+    others.truncate(0);
+    daemon.fds_return_to(baseline.0).await;
+    let held: Vec<_> = futures_join(4, || busy(&daemon.socket)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    const FLOOD: usize = 40;
+    for _ in 0..FLOOD {
+        let mut extra = tokio::net::UnixStream::connect(&daemon.socket).await.unwrap();
+        let _ = extra.write_all(h2_frames::PREFACE).await;
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(10), extra.read(&mut buf)).await.expect("closed");
+        assert!(matches!(read, Ok(0) | Err(_)), "refused, nothing but the close: {read:?}");
+    }
+    let text = daemon.scrape().await;
+    let refused = format!("cri_bridge_connections_refused_total{{limit=\"limits.connections_per_uid\"}} {FLOOD}");
+    assert!(text.contains(&refused), "{text}\n{}", daemon.log());
+    assert!(held.iter().all(|(c, _)| !c.driver.is_finished()), "the busy connections are kept");
+    drop(held);
+    daemon.fds_return_to(baseline.0).await;
+    let worst = daemon.well_behaved_call().await;
+    report("idle connections at the per-uid limit, then a flood at busy ones", &daemon, baseline, worst).await;
 }
 
 async fn futures_join<F: std::future::Future>(n: usize, make: impl Fn() -> F) -> Vec<F::Output> {
