@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::relay::upstream::Upstream;
 use crate::revision::{telling_rpcs, Block, Features, RuntimeProfile, Source, DOCKER};
-use crate::runtime_config::{self, CgroupDriver, KnownDriver};
+use crate::runtime_config::{self, CgroupDriver};
 use crate::version::CriVersion;
 use bytes::Bytes;
 use prost::Message;
@@ -258,9 +258,10 @@ impl Backend {
                 profile.features = Some(self.features().await);
             }
             if self.role == Role::Runtime && !profile.has_runtime_config() {
+                let read = self.cgroup_driver(version, profile.shows_runtime_options()).await;
                 profile.cgroup_driver = match pins.cgroup_driver {
-                    Some(driver) => Ok(KnownDriver { driver, source: runtime_config::Source::Config }),
-                    None => self.cgroup_driver(version, profile.shows_runtime_options()).await,
+                    Some(pin) => runtime_config::pinned(pin, read),
+                    None => read,
                 };
             }
             return Ok((version, profile));

@@ -14,7 +14,11 @@
 //! runtime handler first, then the others by name; the first handler whose shim is runc
 //! decides:
 //! - `io.containerd.runc.v2` / `io.containerd.runc.v1`: its `options.SystemdCgroup`
-//!   (absent: false, runc's default);
+//!   (absent: false, runc's default). containerd decodes the options table into runc's options
+//!   with go-toml, which matches a key to a field by name case-insensitively: `systemdCgroup`,
+//!   `systemdcgroup` and `SystemdCgroup` all set it. So does cri-bridge; options that give the
+//!   key twice, differently cased, are ambiguous (which one containerd takes is not said) and
+//!   leave the driver unknown;
 //! - `io.containerd.runtime.v1.linux` (the legacy v1 shim of containerd ≤ 1.x): the plugin's
 //!   top-level `systemdCgroup`.
 //!
@@ -140,13 +144,7 @@ pub fn from_status_info(info: &HashMap<String, String>, empty_options_readable: 
             "io.containerd.runc.v2" | "io.containerd.runc.v1" => {
                 let options = runtime.get("options").unwrap_or(&Value::Null);
                 // Read before whether the options are shown: a key given is a key set.
-                let systemd_cgroup = match options.get("SystemdCgroup") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Bool(b)) => *b,
-                    Some(other) => {
-                        return Err(format!("handler {name:?}: options.SystemdCgroup is {other}, not a boolean"))
-                    }
-                };
+                let systemd_cgroup = systemd_cgroup_option(name, options)?;
                 let shown = match options {
                     Value::Null => true,
                     Value::Object(map) => !map.is_empty() || empty_options_readable,
@@ -181,6 +179,39 @@ pub fn from_status_info(info: &HashMap<String, String>, empty_options_readable: 
         }
     }
     Err("no runtime handler in its config is runc, whose options name the driver".to_string())
+}
+
+/// runc's `SystemdCgroup` in a handler's options as containerd reads it: the key in any case,
+/// absent (or null) false; given twice in different cases, or not a boolean, unknown.
+fn systemd_cgroup_option(handler: &str, options: &Value) -> Result<bool, String> {
+    let Value::Object(options) = options else { return Ok(false) };
+    let mut given = options.iter().filter(|(key, _)| key.eq_ignore_ascii_case("SystemdCgroup"));
+    let Some((key, value)) = given.next() else { return Ok(false) };
+    if let Some((again, _)) = given.next() {
+        return Err(format!(
+            "handler {handler:?}: its options give {key:?} and {again:?}, which containerd reads as one key \
+             (case-insensitively); which it takes is not said"
+        ));
+    }
+    match value {
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(*b),
+        other => Err(format!("handler {handler:?}: options.{key} is {other}, not a boolean")),
+    }
+}
+
+/// The driver to answer with when `emulate.runtime_config.cgroup_driver` is set: the config
+/// key's, unless the runtime's own `Status` info names the other driver; then neither is
+/// trusted (a config copied from another node, or a runtime reconfigured): unknown, naming both,
+/// so that `RuntimeConfig` is `UNIMPLEMENTED` as from the runtime itself.
+pub fn pinned(pin: CgroupDriver, read: Reading) -> Reading {
+    match read {
+        Ok(found) if found.driver != pin => Err(format!(
+            "{CONFIG_KEY} says {pin}, but the runtime's Status info says {found}: correct the config key, or \
+             remove it"
+        )),
+        _ => Ok(KnownDriver { driver: pin, source: Source::Config }),
+    }
 }
 
 /// The encoded `RuntimeConfigResponse` naming `driver`.
@@ -262,5 +293,34 @@ mod tests {
         assert!(from_status_info(&info("{not json"), true).is_err());
         let odd = r#"{"containerd":{"runtimes":{"runc":{"runtimeType":"io.containerd.runc.v2","options":{"SystemdCgroup":"yes"}}}}}"#;
         assert!(from_status_info(&info(odd), true).is_err());
+    }
+
+    /// containerd 1.6.20 runs runc with systemd cgroups for `systemdCgroup = true` (go-toml
+    /// matches the key case-insensitively); a driver of cgroupfs there makes runc refuse every pod.
+    #[test]
+    fn the_key_is_read_in_any_case_and_two_spellings_are_ambiguous() {
+        let runc = |options: &str| {
+            let config = format!(
+                r#"{{"containerd":{{"defaultRuntimeName":"runc","runtimes":{{"runc":{{"runtimeType":"io.containerd.runc.v2","options":{options}}}}}}}}}"#
+            );
+            from_status_info(&info(&config), true)
+        };
+        for key in ["SystemdCgroup", "systemdCgroup", "systemdcgroup", "SYSTEMDCGROUP"] {
+            assert_eq!(runc(&format!(r#"{{"{key}":true}}"#)).unwrap().driver, CgroupDriver::Systemd, "{key}");
+        }
+        let twice = runc(r#"{"SystemdCgroup":false,"systemdCgroup":true}"#).unwrap_err();
+        assert!(twice.contains("case-insensitively"), "{twice}");
+        // Another option whose name merely contains the key does not count.
+        assert_eq!(runc(r#"{"NoSystemdCgroupHere":true}"#).unwrap().driver, CgroupDriver::Cgroupfs);
+    }
+
+    #[test]
+    fn a_config_key_that_the_runtime_contradicts_is_not_trusted() {
+        let said = |driver| Ok(KnownDriver { driver, source: Source::Config });
+        assert_eq!(pinned(CgroupDriver::Systemd, said(CgroupDriver::Systemd)).unwrap().driver, CgroupDriver::Systemd);
+        // Unknown from the runtime: the key is what the operator knows.
+        assert_eq!(pinned(CgroupDriver::Systemd, Err("1.4".into())).unwrap().source, Source::Config);
+        let wrong = pinned(CgroupDriver::Cgroupfs, said(CgroupDriver::Systemd)).unwrap_err();
+        assert!(wrong.contains(CONFIG_KEY) && wrong.contains("says cgroupfs"), "{wrong}");
     }
 }

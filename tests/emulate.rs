@@ -108,11 +108,26 @@ async fn the_driver_is_read_again_when_the_runtime_comes_back_with_another() {
 }
 
 #[tokio::test]
-async fn the_config_key_wins_and_an_unknown_driver_is_unimplemented() {
-    let configured =
-        setup("emulate-key", &[V1alpha2], None, Some(v1::CgroupDriver::Systemd), Some(CgroupDriver::Cgroupfs)).await;
+async fn the_config_key_answers_unless_the_runtime_says_otherwise_and_an_unknown_driver_is_unimplemented() {
+    // The runtime's Status says nothing of its driver: the key is what the operator knows.
+    let configured = setup("emulate-key", &[V1alpha2], None, None, Some(CgroupDriver::Cgroupfs)).await;
     assert_eq!(runtime_config(&configured.bridge.socket).await, Ok(v1::CgroupDriver::Cgroupfs));
     configured.stop().await;
+    // It agrees: the same.
+    let agreed =
+        setup("emulate-agree", &[V1alpha2], None, Some(v1::CgroupDriver::Systemd), Some(CgroupDriver::Systemd)).await;
+    assert_eq!(runtime_config(&agreed.bridge.socket).await, Ok(v1::CgroupDriver::Systemd));
+    agreed.stop().await;
+    // It says the other driver (a config copied from another node): neither is trusted, and
+    // the caller is told UNIMPLEMENTED naming both, as the runtime itself would (a kubelet
+    // 1.34–1.37 then uses its own cgroupDriver, as natively).
+    let contradicted =
+        setup("emulate-contra", &[V1alpha2], None, Some(v1::CgroupDriver::Systemd), Some(CgroupDriver::Cgroupfs)).await;
+    let status =
+        call(&contradicted.bridge.socket, "/runtime.v1.RuntimeService/RuntimeConfig", Vec::new()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+    assert!(status.message().contains("says cgroupfs") && status.message().contains("systemd"), "{status:?}");
+    contradicted.stop().await;
     // No driver in the runtime's Status info and no key: UNIMPLEMENTED, as the runtime would say
     // (any other code makes a kubelet 1.34–1.37 exit).
     let unknown = setup("emulate-unknown", &[V1alpha2], None, None, None).await;
@@ -121,6 +136,23 @@ async fn the_config_key_wins_and_an_unknown_driver_is_unimplemented() {
         call(&unknown.bridge.socket, "/runtime.v1.RuntimeService/RuntimeConfig", Vec::new()).await.unwrap_err();
     assert!(status.message().contains("emulate.runtime_config.cgroup_driver"), "names the key: {status:?}");
     unknown.stop().await;
+}
+
+/// containerd 1.x reads runc's options with go-toml, which matches `systemdCgroup` (any case) to
+/// `SystemdCgroup`: a runtime configured so runs runc with systemd cgroups, and cri-bridge must
+/// say systemd (cgroupfs there makes runc refuse every pod the kubelet asks for).
+#[tokio::test]
+async fn the_runc_option_is_read_in_any_case() {
+    for key in ["systemdCgroup", "systemdcgroup"] {
+        let dir = TempDir::new("emulate-case");
+        let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1alpha2]).await;
+        runtime.memory.set_systemd_cgroup_key(key);
+        runtime.memory.set_cgroup_driver(Some(v1::CgroupDriver::Systemd));
+        let bridge = Bridge::start(common::config(&dir, &dir.path("runtime.sock"), None)).await;
+        let s = Setup { dir, runtime, bridge };
+        assert_eq!(runtime_config(&s.bridge.socket).await, Ok(v1::CgroupDriver::Systemd), "{key}");
+        s.stop().await;
+    }
 }
 
 #[tokio::test]

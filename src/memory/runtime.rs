@@ -32,10 +32,10 @@ impl MemoryRuntime {
             // The CRI plugin's config as containerd 1.5–1.7 print it: the default runtime and
             // its runc options, where the cgroup driver is read from.
             if let Some(driver) = state.cgroup_driver {
-                let runc = serde_json::json!({
-                    "runtimeType": "io.containerd.runc.v2",
-                    "options": { "SystemdCgroup": driver == v1::CgroupDriver::Systemd },
-                });
+                let key = state.systemd_cgroup_key.as_deref().unwrap_or("SystemdCgroup");
+                let mut options = serde_json::Map::new();
+                options.insert(key.to_string(), (driver == v1::CgroupDriver::Systemd).into());
+                let runc = serde_json::json!({ "runtimeType": "io.containerd.runc.v2", "options": options });
                 config["containerd"] =
                     serde_json::json!({ "defaultRuntimeName": "runc", "runtimes": { "runc": runc } });
             }

@@ -59,6 +59,8 @@ pub(super) struct State {
     /// What `RuntimeConfig` answers and `Status` verbose info describes, as containerd does;
     /// `None`: `RuntimeConfig` is unimplemented (as in containerd 1.7) and `Status` names none.
     pub(super) cgroup_driver: Option<v1::CgroupDriver>,
+    /// How `Status` spells runc's `SystemdCgroup` option (`None`: `SystemdCgroup`).
+    pub(super) systemd_cgroup_key: Option<String>,
     /// Source of pod IPs (10.88.0.0/16, as containerd's default bridge) and of fake PIDs.
     pub(super) next_ip: u32,
     pub(super) next_pid: u32,
@@ -158,6 +160,12 @@ impl MemoryRuntime {
     /// containerd's form); `None` makes `RuntimeConfig` unimplemented. Systemd by default.
     pub fn set_cgroup_driver(&self, driver: Option<v1::CgroupDriver>) {
         self.state().cgroup_driver = driver;
+    }
+
+    /// Spells runc's `SystemdCgroup` option in the `Status` info as `key`, as a containerd config
+    /// may (containerd reads it case-insensitively): `systemdCgroup`, `systemdcgroup`.
+    pub fn set_systemd_cgroup_key(&self, key: &str) {
+        self.state().systemd_cgroup_key = Some(key.to_string());
     }
 
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
