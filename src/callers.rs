@@ -27,13 +27,16 @@ pub struct Peer {
     pub exe: String,
     pub pod_uid: Option<String>,
     pub container_id: Option<String>,
+    /// The peer runs this very executable file (the same device and inode as
+    /// `/proc/self/exe`): `cri-bridge probe` of this installation. Not its name, which any
+    /// program can be given.
+    pub is_own_executable: bool,
 }
 
 impl Peer {
-    /// True when the peer runs a `cri-bridge` executable (`cri-bridge probe`).
+    /// True when the peer runs cri-bridge's own executable file (`cri-bridge probe`).
     pub fn is_cri_bridge(&self) -> bool {
-        let exe = self.exe.trim_end_matches(" (deleted)");
-        std::path::Path::new(exe).file_name().is_some_and(|name| name == "cri-bridge")
+        self.is_own_executable
     }
 
     /// The peer of a client connection.
@@ -49,6 +52,7 @@ impl Peer {
                 let exe = exe.to_string_lossy();
                 peer.exe = one_line(exe.strip_suffix(" (deleted)").unwrap_or(&exe));
             }
+            peer.is_own_executable = file_id(&format!("/proc/{pid}/exe")).is_some_and(|id| Some(id) == own_file_id());
             if let Ok(cgroup) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
                 (peer.pod_uid, peer.container_id) = pod_and_container(&cgroup);
             }
@@ -60,6 +64,19 @@ impl Peer {
     pub fn client(&self) -> &str {
         self.exe.rsplit('/').next().unwrap_or(&self.exe)
     }
+}
+
+/// The device and inode of the file at `path` (symlinks followed: `/proc/<pid>/exe` is the
+/// executable the process runs, even once it is deleted).
+fn file_id(path: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// cri-bridge's own executable file, read once.
+fn own_file_id() -> Option<(u64, u64)> {
+    static OWN: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| file_id("/proc/self/exe"))
 }
 
 /// The longest name kept, in bytes once escaped.

@@ -303,6 +303,22 @@ async fn callers_report_names_a_real_client_in_its_pod_cgroup_and_one_outside() 
     assert!(in_pod.calls[0].1 >= 10, "a whole session: {in_pod:?}");
     assert!(in_pod.exe.ends_with("target/clients/bin/cri-session-v1alpha2"), "{in_pod:?}");
     assert!(report.iter().all(|r| r.client != "cri-bridge"), "the probe is not a caller: {report:#?}");
+
+    // Another file named cri-bridge (here a copy of the same program, so that it marks its calls
+    // as cri-bridge's own) is a caller like any other: only the daemon's own executable file
+    // (device and inode) is trusted, never a name.
+    std::fs::create_dir_all(dir.path("elsewhere")).unwrap();
+    let impostor = dir.path("elsewhere").join("cri-bridge");
+    std::fs::copy(BIN, &impostor).unwrap();
+    let mut probe = Command::new(&impostor);
+    probe.arg("probe").arg(&socket);
+    assert!(run(probe).await.status.success());
+    let mut ask = Command::new(BIN);
+    ask.args(["callers", "--json"]).arg(&socket);
+    let output = run(ask).await;
+    let report: Vec<cri_bridge::callers::CallerReport> = serde_json::from_slice(&output.stdout).unwrap();
+    let copied = report.iter().find(|r| r.client == "cri-bridge").unwrap_or_else(|| panic!("{report:#?}"));
+    assert!(copied.exe.ends_with("elsewhere/cri-bridge"), "{copied:?}");
     let v1 = row("cri-session-v1");
     assert_eq!((v1.pod_uid.as_deref(), v1.container_id.as_deref()), (None, None), "{v1:?}");
     assert_eq!(v1.calls.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>(), ["v1"]);
@@ -317,7 +333,9 @@ async fn callers_report_names_a_real_client_in_its_pod_cgroup_and_one_outside() 
     // Each caller's first call in each version is logged, once.
     let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap();
     let first: Vec<&str> = logs.lines().filter(|l| l.contains("first call of a caller")).collect();
-    assert_eq!(first.len(), 2, "two clients (`cri-bridge callers` and `probe` are not callers):\n{logs}");
+    // Two clients, and the copy in each of the three versions its probe asks in.
+    assert_eq!(first.len(), 5, "`cri-bridge callers` and `probe` are not callers:\n{logs}");
+    assert_eq!(first.iter().filter(|l| l.contains("elsewhere/cri-bridge")).count(), 3, "{logs}");
 }
 
 #[tokio::test]
