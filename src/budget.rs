@@ -184,6 +184,29 @@ impl Charge {
         self.own
     }
 
+    /// Moves `bytes` of what this charge holds (at most all of it) into a charge of its own,
+    /// for something that may outlive this one (a conversion job holding the message).
+    pub fn split_off(&mut self, bytes: usize) -> Charge {
+        let bytes = bytes.min(self.own);
+        let shared = bytes.min(self.shared);
+        let floor = bytes - shared;
+        self.own -= bytes;
+        self.shared -= shared;
+        self.floor -= floor;
+        Charge { shares: self.shares.clone(), own: bytes, floor, shared }
+    }
+
+    /// Takes back what `other` holds (split off this connection's bound before); a charge of
+    /// another connection is given back instead.
+    pub fn absorb(&mut self, mut other: Charge) {
+        if !Arc::ptr_eq(&self.shares, &other.shares) {
+            return;
+        }
+        self.own += std::mem::take(&mut other.own);
+        self.floor += std::mem::take(&mut other.floor);
+        self.shared += std::mem::take(&mut other.shared);
+    }
+
     /// Gives back all but `bytes`: the shared bound first, then the floor.
     pub fn shrink_to(&mut self, bytes: usize) {
         let mut excess = self.own.saturating_sub(bytes);
@@ -256,6 +279,25 @@ mod tests {
         assert!(!other.try_grow(1));
         drop(held);
         assert!(other.try_grow(FLOOR), "room given back");
+    }
+
+    #[tokio::test]
+    async fn a_charge_split_off_holds_its_bytes_until_dropped_or_taken_back() {
+        let budget = Budget::new(4 * FLOOR, 8 * FLOOR);
+        let connection = budget.connection();
+        let mut charge = connection.charge();
+        charge.grow(2 * FLOOR).await;
+        let part = charge.split_off(FLOOR + 10);
+        assert_eq!((charge.held(), part.held()), (FLOOR - 10, FLOOR + 10));
+        assert_eq!(budget.held(), FLOOR, "the shared part moved first, none given back");
+        charge.absorb(part);
+        assert_eq!(charge.held(), 2 * FLOOR);
+        let part = charge.split_off(3 * FLOOR);
+        assert_eq!(part.held(), 2 * FLOOR, "at most what it holds");
+        drop(part);
+        assert_eq!((budget.held(), connection.available()), (0, 8 * FLOOR));
+        drop(charge);
+        assert_eq!(connection.available(), 8 * FLOOR);
     }
 
     #[tokio::test]

@@ -53,6 +53,13 @@ pub enum Error {
     )]
     BufferFull { rpc: String, waited: std::time::Duration },
 
+    /// A message whose conversion would allocate more than a connection may hold.
+    #[error(
+        "{rpc}: converting the {what} would take about {estimate} bytes of memory, more than a connection may hold \
+         ({limit} bytes, limits.buffer_per_connection_mib)"
+    )]
+    TooCostly { rpc: String, what: &'static str, estimate: usize, limit: usize },
+
     /// A conversion run off the one thread ended without a result (it panicked, or the daemon is
     /// stopping).
     #[error("{rpc}: converting the message failed: {detail}")]
@@ -75,7 +82,7 @@ impl From<Error> for Status {
             | Error::DriverUnknown { .. } => Code::Unimplemented,
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } | Error::ConversionAborted { .. } => Code::Internal,
-            Error::CallerStalled { .. } | Error::BufferFull { .. } => Code::ResourceExhausted,
+            Error::CallerStalled { .. } | Error::BufferFull { .. } | Error::TooCostly { .. } => Code::ResourceExhausted,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
         };
         Status::new(code, error.to_string())

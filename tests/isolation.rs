@@ -153,3 +153,96 @@ async fn unfinished_block(socket: &std::path::Path, size: usize) -> tokio::net::
     let _ = stream.write_all(&bytes).await;
     stream
 }
+
+/// The conversion queue (issue 36): clients send v1 `CreateContainer` requests of 14 MB of empty
+/// `envs` to a v1alpha2 runtime, with a deadline of 1.5 s, over and over. Each such request
+/// decodes to about 25 times its size, and before the fix its job stayed queued, holding the
+/// message, after its call had ended: RSS grew by gigabytes and another client's conversion
+/// waited a minute. Now a job leaves the queue with its call, holds its charge until it has run,
+/// lanes are served in turn, and a message whose decoding would take more than a connection may
+/// hold is refused (RESOURCE_EXHAUSTED naming `limits.buffer_per_connection_mib`). What must
+/// hold: every abusive call ends RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED; a well-behaved
+/// client's translated 40 KiB requests, made meanwhile, all reach the runtime; RSS stays within
+/// the bound, the conversion threads' working memory and the windows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_conversions_hold_no_memory_outside_the_bound_and_leave_with_their_calls() {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    let dir = TempDir::new("isolation-queue");
+    let daemon = Daemon::start(BIN.as_ref(), dir.path("daemon"), LIMITS).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss = daemon.rss_kib();
+    // 7 million empty `envs`, written as bytes (decoded here they would take 300 MB).
+    let schema = cri_bridge::CriVersion::V1.schema();
+    let envs = schema.field_by_name("ContainerConfig.envs").unwrap().1.number;
+    let mut config = Vec::with_capacity(14 << 20);
+    for _ in 0..7_000_000 {
+        encode_key(envs, WireType::LengthDelimited, &mut config);
+        config.push(0);
+    }
+    let mut huge = Vec::with_capacity(config.len() + 16);
+    encode_key(2, WireType::LengthDelimited, &mut huge);
+    encode_varint(config.len() as u64, &mut huge);
+    huge.extend_from_slice(&config);
+    drop(config);
+    let huge = Arc::new(huge);
+    let stop = Arc::new(AtomicBool::new(false));
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let mut abusers = Vec::new();
+    for _ in 0..3 {
+        let (socket, huge, stop, codes) = (daemon.socket.clone(), huge.clone(), stop.clone(), codes.clone());
+        abusers.push(tokio::spawn(async move {
+            let connection = connect(&socket).await;
+            while !stop.load(Ordering::SeqCst) {
+                let code = call(&connection, "/runtime.v1.RuntimeService/CreateContainer", &huge, "1500m").await;
+                codes.lock().unwrap().push(code);
+            }
+        }));
+    }
+    // The well-behaved client: translated requests of 40 KiB (over the size that goes off the
+    // one thread), each to a sandbox the runtime does not have: NOT_FOUND is the runtime's answer.
+    let modest = v1::CreateContainerRequest {
+        pod_sandbox_id: "no-such-pod".into(),
+        config: Some(v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "c".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: "busybox".into(), ..Default::default() }),
+            envs: (0..2_000)
+                .map(|n| v1::KeyValue { key: format!("KEY_{n:05}"), value: b"vvvvvvvv".to_vec() })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    assert!(modest.len() > 32 << 10, "{}", modest.len());
+    let good = connect(&daemon.socket).await;
+    let (mut answers, mut slowest, mut peak) = (Vec::new(), Duration::ZERO, rss);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(8) {
+        let begun = Instant::now();
+        answers.push(call(&good, "/runtime.v1.RuntimeService/CreateContainer", &modest, "60S").await);
+        slowest = slowest.max(begun.elapsed());
+        peak = peak.max(daemon.rss_kib());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for task in abusers {
+        task.await.unwrap();
+    }
+    let codes = std::mem::take(&mut *codes.lock().unwrap());
+    eprintln!(
+        "conversion queue: {} well-behaved translated calls, slowest {slowest:?}; {} abusive calls; RSS {rss} KiB -> peak {peak} KiB (+{} MiB)",
+        answers.len(),
+        codes.len(),
+        (peak - rss) >> 10
+    );
+    // NOT_FOUND (5): the runtime's own answer, so the call reached it.
+    assert!(answers.iter().all(|a| a.as_deref() == Ok("5")), "well-behaved calls: {answers:?}");
+    assert!(!codes.is_empty());
+    // RESOURCE_EXHAUSTED (8), or DEADLINE_EXCEEDED (4) for a call whose deadline passed first.
+    assert!(codes.iter().all(|c| matches!(c.as_deref(), Ok("8") | Ok("4"))), "abusive calls: {codes:?}");
+    assert!(codes.iter().any(|c| c.as_deref() == Ok("8")), "refused for what decoding would take: {codes:?}");
+    // The bound (64 MiB), one conversion's working memory at most (32 MiB, one thread), the
+    // windows and the test's 14 MB messages in flight on three connections.
+    let allowed = (BUFFER_MIB + 32 + 64) << 10;
+    assert!(peak - rss < allowed, "RSS grew by {} KiB, more than {allowed} KiB", peak - rss);
+}

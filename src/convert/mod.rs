@@ -10,7 +10,8 @@
 //! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
 //! - `scan`: finds, in the wire bytes, fields our own schema does not know and fields the
 //!   runtime's revision would not act on; `carried`: which of those still reach the runtime in
-//!   meaning, or change nothing on this node; `wire`: the protobuf wire format, field by field.
+//!   meaning, or change nothing on this node; `wire`: the protobuf wire format, field by field;
+//!   `size`: what decoding a message would allocate, told from its bytes.
 
 mod carried;
 pub mod classes;
@@ -21,6 +22,7 @@ mod loss;
 pub mod policy;
 pub mod rules;
 pub mod scan;
+pub mod size;
 mod wire;
 
 pub use cx::{Convert, Cx, IsSet};

@@ -177,7 +177,7 @@ impl Forwarder {
                 return Err(missing(rpc, plan, &found).into());
             }
             let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
-            let outgoing = match self.request_for_runtime(method, &found, &message).await? {
+            let outgoing = match self.request_for_runtime(method, &found, &message, session, &mut charge).await? {
                 None => frame.clone(),
                 Some(converted) => {
                     // The request as it came is held already; a retry's conversion replaces
@@ -249,15 +249,43 @@ impl Forwarder {
         method: &Arc<Method>,
         found: &Discovered,
         message: &Bytes,
+        session: &Session,
+        charge: &mut Charge,
     ) -> Result<Option<Vec<u8>>, Error> {
         let rpc = method.rpc;
         if message.len() < REQUESTS_FROM {
             return self.convert_request(rpc, method.plan(found.version), found, message);
         }
         let (this, method, found, message) = (self.clone(), method.clone(), found.clone(), message.clone());
-        let work = move || this.convert_request(rpc, method.plan(found.version), &found, &message);
+        // The job holds the message's charge until it has run, even if this call ends first.
+        let held = charge.split_off(message.len());
+        let work = move || {
+            let schema = rpc.version.schema();
+            this.affordable(rpc, "request", schema, method.plan(found.version).request_index, &message)?;
+            this.convert_request(rpc, method.plan(found.version), &found, &message)
+        };
         let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
-        self.offload.run(work).await.map_err(aborted)?
+        let (converted, held) = self.offload.run(session.lane, held, work).await.map_err(aborted)?;
+        charge.absorb(held);
+        converted
+    }
+
+    /// Refuses to convert `message` (message `index` of `schema`) when decoding it would
+    /// allocate more than a connection may hold (`limits.buffer_per_connection_mib`): a message
+    /// of tiny fields decodes to many times its size, none of it charged otherwise.
+    fn affordable(
+        &self,
+        rpc: Rpc,
+        what: &'static str,
+        schema: &crate::api::SchemaInfo,
+        index: usize,
+        message: &[u8],
+    ) -> Result<(), Error> {
+        let estimate = crate::convert::size::decoded_size(schema, index, message, self.working_memory);
+        if estimate > self.working_memory {
+            return Err(Error::TooCostly { rpc: rpc.name(), what, estimate, limit: self.working_memory });
+        }
+        Ok(())
     }
 
     /// The answer's message as the caller gets it, off the one thread when it is large.
@@ -266,15 +294,26 @@ impl Forwarder {
         method: &Arc<Method>,
         found: &Discovered,
         message: Bytes,
+        session: &Session,
+        charge: &mut Charge,
     ) -> Result<Bytes, Error> {
         let rpc = method.rpc;
         if message.len() < ANSWERS_FROM {
             return self.convert_response(rpc, method.plan(found.version), found, message);
         }
         let (this, method, found) = (self.clone(), method.clone(), found.clone());
-        let work = move || this.convert_response(rpc, method.plan(found.version), &found, message);
+        let held = charge.split_off(message.len());
+        let work = move || {
+            let schema = found.version.schema();
+            if let Some(index) = schema.message_index(rpc.info.response) {
+                this.affordable(rpc, "answer", schema, index, &message)?;
+            }
+            this.convert_response(rpc, method.plan(found.version), &found, message)
+        };
         let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
-        self.offload.run(work).await.map_err(aborted)?
+        let (converted, held) = self.offload.run(session.lane, held, work).await.map_err(aborted)?;
+        charge.absorb(held);
+        converted
     }
 
     /// Grows `charge` by `bytes`, waiting for room at most `limits.request_timeout_seconds`.
@@ -328,7 +367,7 @@ impl Forwarder {
                 self.hold(&mut charge, size, rpc).await?;
                 splitter.push(chunk, limit, &mut messages).map_err(too_big)?;
                 for message in messages.drain(..) {
-                    let converted = self.answer_for_caller(method, found, message).await?;
+                    let converted = self.answer_for_caller(method, found, message, session, &mut charge).await?;
                     self.hold(&mut charge, converted.len(), rpc).await?;
                     send_message(answer, converted).await?;
                 }

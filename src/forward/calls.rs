@@ -12,7 +12,7 @@ impl crate::relay::serve::Calls for Forwarder {
     /// its share of the memory bound (the front door's header blocks take from it too).
     fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<Client>, crate::budget::Charge) {
         let caller = self.observer.connected(stream);
-        let session = Session::new(&self.runtime, &self.image, self.budget.connection());
+        let session = Session::new(&self.runtime, &self.image, self.budget.connection(), self.offload.lane());
         let held = session.budget.charge();
         (Arc::new(Client { caller, session }), held)
     }

@@ -82,6 +82,8 @@ pub struct Forwarder {
     budget: Budget,
     /// Where large messages are converted (`limits.conversion_threads`).
     offload: offload::Offload,
+    /// `limits.buffer_per_connection_mib`, in bytes: what converting one message may allocate.
+    working_memory: usize,
     /// Told what happened to each connection and call (metrics, the callers report).
     observer: Arc<dyn Observer>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
@@ -120,6 +122,7 @@ impl Forwarder {
             stalled_caller: config.limits.stalled_caller,
             budget,
             offload: offload::Offload::new(config.limits.conversion_threads),
+            working_memory: config.limits.buffer_per_connection_bytes,
             observer,
             own_calls,
         }

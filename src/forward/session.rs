@@ -18,12 +18,19 @@ pub struct Session {
     /// `None` when images are served by the runtime's endpoint.
     image: Option<Upstream>,
     pub budget: ConnectionBudget,
+    /// The connection's place in the conversion queue.
+    pub lane: super::offload::Lane,
 }
 
 impl Session {
-    pub(super) fn new(runtime: &Arc<Backend>, image: &Arc<Backend>, budget: ConnectionBudget) -> Session {
+    pub(super) fn new(
+        runtime: &Arc<Backend>,
+        image: &Arc<Backend>,
+        budget: ConnectionBudget,
+        lane: super::offload::Lane,
+    ) -> Session {
         let image = (!Arc::ptr_eq(runtime, image)).then(|| image.client_upstream());
-        Session { runtime: runtime.client_upstream(), image, budget }
+        Session { runtime: runtime.client_upstream(), image, budget, lane }
     }
 
     /// The connection a call of `service` goes on.
