@@ -7,6 +7,7 @@
 //!   `Route::convert` takes it, and falls back to the decode path for anything else.
 //! - `cx` and `loss`: each conversion reports what it could not carry, as field paths.
 //! - `classes`: every lossable request field as security, behaviour or advisory, with why.
+//! - `fill`: v1 request fields a v1 kubelet always sets, filled for an older client's request.
 //! - `policy`: decides per lost field whether the call is refused, warned about or allowed.
 //! - `scan`: finds, in the wire bytes, fields our own schema does not know and fields the
 //!   runtime's revision would not act on; `carried`: which of those still reach the runtime in
@@ -18,6 +19,7 @@ pub mod classes;
 pub mod copy;
 mod cx;
 mod exceptions;
+pub mod fill;
 mod loss;
 pub mod policy;
 pub mod rules;

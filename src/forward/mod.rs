@@ -182,7 +182,12 @@ impl Forwarder {
                 .map_err(|e| bad(e.to_string()))?;
             let mut cx = Cx::new();
             // The same message on both sides passes as it came (`convert::copy`).
-            let converted = plan.request.convert(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            let mut converted = plan.request.convert(body, &mut cx).map_err(|e| bad(e.to_string()))?;
+            if found.version == CriVersion::V1 && crate::convert::fill::fills(rpc.info.method) {
+                if let Some(filled) = crate::convert::fill::for_v1_runtime(rpc.info.method, &converted) {
+                    converted = Cow::Owned(filled);
+                }
+            }
             self.observer.converted(Side::Request, started.elapsed());
             losses.extend(cx.into_losses());
             let after = Limits { unknown: false, ..runtime };
