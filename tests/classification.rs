@@ -55,6 +55,17 @@ fn lossable_in(version: CriVersion, older: CriVersion) -> BTreeMap<String, Vec<S
             if qualified == "KeyValue.value" {
                 reasons.push(format!("{version}: its type differs from {older}'s"));
             }
+            // Carried up as they are, and lost when they name no profile: a runtime that reads
+            // only SecurityProfile (CRI-O 1.36) gets none.
+            if matches!(
+                qualified.as_str(),
+                "LinuxSandboxSecurityContext.seccomp_profile_path"
+                    | "LinuxContainerSecurityContext.seccomp_profile_path"
+                    | "LinuxContainerSecurityContext.apparmor_profile"
+            ) && version == CriVersion::V1
+            {
+                reasons.push(format!("{version}: a string that names no profile has no SecurityProfile form"));
+            }
             if !reasons.is_empty() {
                 out.entry(qualified).or_default().extend(reasons);
             }

@@ -75,6 +75,18 @@ pub const FIELDS: &[Classified] = &[
         "ImageSpec.user_specified_image",
         "the image as the user wrote it, for display; the image pulled is `image`",
     ),
+    security(
+        "LinuxSandboxSecurityContext.seccomp_profile_path",
+        "a seccomp string that names no profile: a runtime reading only SecurityProfile would run the pod unconfined",
+    ),
+    security(
+        "LinuxContainerSecurityContext.seccomp_profile_path",
+        "a seccomp string that names no profile: a runtime reading only SecurityProfile would run the container unconfined",
+    ),
+    security(
+        "LinuxContainerSecurityContext.apparmor_profile",
+        "an AppArmor string that names no profile: a runtime reading only SecurityProfile would apply none",
+    ),
     behaviour("KeyValue.value", "a value the target cannot carry (non-UTF-8) would reach the container changed"),
     behaviour("LinuxContainerResources.hugepage_limits", "huge page limits would not be enforced"),
     behaviour("LinuxContainerResources.memory_swap_limit_in_bytes", "the container could swap beyond its limit"),

@@ -229,11 +229,15 @@ impl MemoryRuntime {
         let container = state.container(&req.container_id)?;
         let mut info = HashMap::new();
         if req.verbose {
+            // The seccomp profile it was created with, as a runtime's verbose info shows its spec.
+            let context = container.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+            let seccomp = context.and_then(|c| c.seccomp.as_ref()).map(|p| format!("{p:?}")).unwrap_or_default();
             let json = format!(
-                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{}}}",
+                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{},\"seccomp\":{}}}",
                 json_string(&container.sandbox_id),
                 container.pid,
-                json_string(&container.log_path)
+                json_string(&container.log_path),
+                json_string(&seccomp)
             );
             info.insert("info".to_string(), json);
         }

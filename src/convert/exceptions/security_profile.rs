@@ -96,6 +96,29 @@ pub fn reconcile<P: ProfileMessage>(kind: ProfileKind, string: &mut String, mess
     }
 }
 
+/// The string and the v1 message made consistent on the way up to v1 ([`reconcile`]); a
+/// string that names no profile (a bare path, say) with no message beside it is a loss of
+/// `field`: a v1 runtime that reads only `SecurityProfile` (CRI-O, cri-dockerd) would run the
+/// container without the profile asked for, where every runtime reading the string refuses it.
+pub fn up_to_v1(
+    kind: ProfileKind,
+    field: &'static str,
+    string: &mut String,
+    message: &mut Option<v1::SecurityProfile>,
+    cx: &mut crate::convert::Cx,
+) {
+    reconcile(kind, string, message);
+    if message.is_none() && !string.is_empty() {
+        cx.lost(
+            field,
+            crate::convert::LossReason::NoEquivalent(
+                "the string names no profile (runtime/default, unconfined or localhost/<path>): a runtime reading \
+                 only SecurityProfile would apply none",
+            ),
+        );
+    }
+}
+
 /// True when the deprecated string says what the profile says: a runtime that reads only the
 /// string (before 1.20) applies the same profile.
 pub fn string_carries(kind: ProfileKind, string: &str, profile: &Option<v1::SecurityProfile>) -> bool {

@@ -2,7 +2,7 @@
 //! Each hook receives the source with its generated fields already moved out, and the target
 //! with those fields filled in; it converts the fields its rule claims.
 
-use super::security_profile::{reconcile, ProfileKind};
+use super::security_profile::{reconcile, up_to_v1, ProfileKind};
 use super::utf8_value;
 use crate::api::{v1 as new, v1alpha1 as old};
 use crate::convert::{Cx, IsSet, LossReason};
@@ -123,9 +123,10 @@ pub fn key_value_from_v1(src: new::KeyValue, dst: &mut old::KeyValue, cx: &mut C
 pub fn sandbox_security_context_to_v1(
     _src: old::LinuxSandboxSecurityContext,
     dst: &mut new::LinuxSandboxSecurityContext,
-    _cx: &mut Cx,
+    cx: &mut Cx,
 ) {
-    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
+    let field = "LinuxSandboxSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
 }
 
 pub fn sandbox_security_context_from_v1(
@@ -152,10 +153,12 @@ pub fn sandbox_security_context_from_v1(
 pub fn container_security_context_to_v1(
     _src: old::LinuxContainerSecurityContext,
     dst: &mut new::LinuxContainerSecurityContext,
-    _cx: &mut Cx,
+    cx: &mut Cx,
 ) {
-    reconcile(ProfileKind::Seccomp, &mut dst.seccomp_profile_path, &mut dst.seccomp);
-    reconcile(ProfileKind::AppArmor, &mut dst.apparmor_profile, &mut dst.apparmor);
+    let field = "LinuxContainerSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+    let field = "LinuxContainerSecurityContext.apparmor_profile";
+    up_to_v1(ProfileKind::AppArmor, field, &mut dst.apparmor_profile, &mut dst.apparmor, cx);
 }
 
 pub fn container_security_context_from_v1(

@@ -1,6 +1,6 @@
 //! Hand-written conversions between v1alpha2 and v1 (see `rules.rs` for why each exists).
 
-use super::security_profile::{reconcile, ProfileKind};
+use super::security_profile::{reconcile, up_to_v1, ProfileKind};
 use super::utf8_value;
 use crate::api::{v1 as new, v1alpha2 as old};
 use crate::convert::Cx;
@@ -26,12 +26,29 @@ macro_rules! keep_profiles_consistent {
 }
 
 keep_profiles_consistent! {
-    sandbox_security_context_to_v1: old::LinuxSandboxSecurityContext -> new,
-        [(Seccomp, seccomp_profile_path, seccomp)];
     sandbox_security_context_from_v1: new::LinuxSandboxSecurityContext -> old,
         [(Seccomp, seccomp_profile_path, seccomp)];
-    container_security_context_to_v1: old::LinuxContainerSecurityContext -> new,
-        [(Seccomp, seccomp_profile_path, seccomp), (AppArmor, apparmor_profile, apparmor)];
     container_security_context_from_v1: new::LinuxContainerSecurityContext -> old,
         [(Seccomp, seccomp_profile_path, seccomp), (AppArmor, apparmor_profile, apparmor)];
+}
+
+// Going up, a string that names no profile cannot reach a runtime that reads only the message.
+pub fn sandbox_security_context_to_v1(
+    _src: old::LinuxSandboxSecurityContext,
+    dst: &mut new::LinuxSandboxSecurityContext,
+    cx: &mut Cx,
+) {
+    let field = "LinuxSandboxSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+}
+
+pub fn container_security_context_to_v1(
+    _src: old::LinuxContainerSecurityContext,
+    dst: &mut new::LinuxContainerSecurityContext,
+    cx: &mut Cx,
+) {
+    let field = "LinuxContainerSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+    let field = "LinuxContainerSecurityContext.apparmor_profile";
+    up_to_v1(ProfileKind::AppArmor, field, &mut dst.apparmor_profile, &mut dst.apparmor, cx);
 }
