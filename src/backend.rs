@@ -39,14 +39,31 @@ pub struct Discovered {
 #[derive(Debug)]
 pub struct Understanding {
     pub runtime: RuntimeProfile,
-    /// Per field id of `runtime.version`'s schema: why the runtime would not act on it.
+    /// Per field id of `runtime.version`'s schema: why the runtime would not act on it, with
+    /// every handler's features.
     pub blocked: Vec<Option<Block>>,
+    /// The same for a pod on one handler, where the handlers' features differ (CRI-O's `crun`
+    /// without recursive read-only mounts beside `runc` with them), by handler name.
+    pub blocked_by_handler: Vec<(String, Vec<Option<Block>>)>,
 }
 
 impl Understanding {
     pub fn new(runtime: RuntimeProfile) -> Understanding {
-        let blocked = runtime.blocked(runtime.version.schema());
-        Understanding { runtime, blocked }
+        let schema = runtime.version.schema();
+        let blocked = runtime.blocked(schema);
+        let handlers = runtime.features.as_ref().map(|f| f.handlers.clone()).unwrap_or_default();
+        let blocked_by_handler = handlers
+            .iter()
+            .filter_map(|h| Some((h.name.clone(), runtime.blocked_for_handler(schema, &h.name)?)))
+            .collect();
+        Understanding { runtime, blocked, blocked_by_handler }
+    }
+
+    /// The table for a pod on `handler` (every handler's, if it has none of its own).
+    pub fn blocked_on(&self, handler: Option<&str>) -> &[Option<Block>] {
+        handler
+            .and_then(|name| self.blocked_by_handler.iter().find(|(h, _)| h == name))
+            .map_or(&self.blocked, |(_, table)| table)
     }
 }
 
@@ -321,6 +338,16 @@ impl Backend {
             .map_err(|status| format!("its Status (verbose) failed: {:?} {}", status.code(), status.message()))?;
         let status = v1::StatusResponse::decode(answer).map_err(|e| format!("its StatusResponse is invalid: {e}"))?;
         runtime_config::from_status_info(&status.info, options_shown)
+    }
+
+    /// The runtime handler a sandbox runs on, asked with `PodSandboxStatus` in `version`
+    /// (`PodSandboxStatus.runtime_handler` has the same number in v1alpha2 and v1); `None` when
+    /// the runtime cannot say.
+    pub async fn sandbox_handler(&self, version: CriVersion, sandbox: &str) -> Option<String> {
+        let info = version.schema().rpc("RuntimeService", "PodSandboxStatus")?;
+        let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: false };
+        let answer = self.unary(Rpc { version, info }, &request.encode_to_vec()).await.ok()?;
+        Some(v1::PodSandboxStatusResponse::decode(answer).ok()?.status?.runtime_handler)
     }
 
     /// Calls v1 `RuntimeConfig`: the cgroup driver, or the answer's code and message.

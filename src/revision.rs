@@ -213,11 +213,42 @@ pub struct Features {
     pub supplemental_groups_policy: bool,
     /// `features.mount_options` (1.37): the runtime applies `Mount.mount_options`.
     pub mount_options: bool,
+    /// Each handler's own report, by name (`""`: the default handler): a pod runs on one
+    /// handler, and needs only that handler's features.
+    pub handlers: Vec<HandlerFeatures>,
+}
+
+/// What one runtime handler reports (`runtime_handlers[].features`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandlerFeatures {
+    pub name: String,
+    pub user_namespaces: bool,
+    pub recursive_read_only_mounts: bool,
 }
 
 impl Features {
-    /// Reads the report from a v1 `StatusResponse`. cri-bridge does not follow which pod uses
-    /// which handler, so a handler feature counts only when every handler reports it.
+    /// These features as one handler has them: its own user namespaces and recursive read-only
+    /// mounts, the runtime's for the rest. `None` when the runtime reports no such handler.
+    pub fn for_handler(&self, handler: &str) -> Option<Features> {
+        let own = self.handlers.iter().find(|h| h.name == handler)?;
+        Some(Features {
+            user_namespaces: own.user_namespaces,
+            recursive_read_only_mounts: own.recursive_read_only_mounts,
+            ..self.clone()
+        })
+    }
+
+    /// Whether the handlers differ in a feature, so that a request may need the one it runs on.
+    pub fn differ_by_handler(&self) -> bool {
+        let differs = |f: fn(&HandlerFeatures) -> bool| self.handlers.iter().any(f) && !self.handlers.iter().all(f);
+        differs(|h| h.user_namespaces) || differs(|h| h.recursive_read_only_mounts)
+    }
+}
+
+impl Features {
+    /// Reads the report from a v1 `StatusResponse`. A handler feature counts for the runtime as
+    /// a whole only when every handler reports it; each handler's own is kept
+    /// ([`Features::for_handler`]).
     pub fn from_status(status: &crate::api::v1::StatusResponse) -> Features {
         let handlers = &status.runtime_handlers;
         let all = |f: fn(&crate::api::v1::RuntimeHandlerFeatures) -> bool| {
@@ -228,6 +259,14 @@ impl Features {
             recursive_read_only_mounts: all(|f| f.recursive_read_only_mounts),
             supplemental_groups_policy: status.features.as_ref().is_some_and(|f| f.supplemental_groups_policy),
             mount_options: status.features.as_ref().is_some_and(|f| f.mount_options),
+            handlers: handlers
+                .iter()
+                .map(|h| HandlerFeatures {
+                    name: h.name.clone(),
+                    user_namespaces: h.features.as_ref().is_some_and(|f| f.user_namespaces),
+                    recursive_read_only_mounts: h.features.as_ref().is_some_and(|f| f.recursive_read_only_mounts),
+                })
+                .collect(),
         }
     }
 }
@@ -384,6 +423,14 @@ impl RuntimeProfile {
     /// not know may be one the runtime knows.
     pub fn is_newer_than_schema(&self) -> bool {
         self.minor > newest(self.version)
+    }
+
+    /// The same table for a pod on `handler`: that handler's features instead of every
+    /// handler's. `None` when the handlers do not differ, or the runtime reports no such one.
+    pub fn blocked_for_handler(&self, schema: &SchemaInfo, handler: &str) -> Option<Vec<Option<Block>>> {
+        let features = self.features.as_ref().filter(|f| f.differ_by_handler())?.for_handler(handler)?;
+        let on_handler = RuntimeProfile { features: Some(features), ..self.clone() };
+        Some(on_handler.blocked(schema))
     }
 
     /// Why the runtime would not act on each field of `schema`, by field id (`None`: it would).

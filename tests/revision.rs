@@ -111,7 +111,8 @@ fn features_count_when_every_handler_reports_them() {
             user_namespaces: true,
             recursive_read_only_mounts: true,
             supplemental_groups_policy: true,
-            mount_options: false
+            mount_options: false,
+            handlers: vec![own("", true, true), own("runsc", true, true)],
         }
     );
     let one_lacks = Features::from_status(&status(vec![handler("", true, true), handler("runsc", false, true)], false));
@@ -121,15 +122,24 @@ fn features_count_when_every_handler_reports_them() {
             user_namespaces: false,
             recursive_read_only_mounts: true,
             supplemental_groups_policy: false,
-            mount_options: false
+            mount_options: false,
+            handlers: vec![own("", true, true), own("runsc", false, true)],
         }
     );
+    // Each handler keeps its own: a pod on the default handler has user namespaces.
+    assert!(one_lacks.for_handler("").unwrap().user_namespaces);
+    assert!(!one_lacks.for_handler("runsc").unwrap().user_namespaces);
+    assert!(one_lacks.for_handler("kata").is_none());
+    assert!(one_lacks.differ_by_handler() && !both.differ_by_handler());
     assert!(!Features::from_status(&status(vec![], true)).user_namespaces, "no handler reports nothing");
     let silent = v1::StatusResponse {
         runtime_handlers: vec![v1::RuntimeHandler { name: "".into(), features: None }],
         ..Default::default()
     };
-    assert_eq!(Features::from_status(&silent), Features::default());
+    assert_eq!(
+        Features::from_status(&silent),
+        Features { handlers: vec![own("", false, false)], ..Features::default() }
+    );
 
     assert!(RuntimeProfile::from_version(V1, "containerd", "2.0.0", None).reports_features());
     assert!(!RuntimeProfile::from_version(V1, "cri-o", "1.29.0", None).reports_features());
@@ -147,6 +157,7 @@ fn a_missing_feature_blocks_only_its_fields() {
         recursive_read_only_mounts: false,
         supplemental_groups_policy: false,
         mount_options: false,
+        handlers: Vec::new(),
     });
     let blocked = profile.blocked(schema);
     assert_eq!(blocked[id("NamespaceOption.userns_options")], None);
@@ -257,4 +268,9 @@ fn cri_dockerd_is_placed_by_the_rpcs_its_service_has() {
     // A runtime in the table is not moved by it.
     let known = RuntimeProfile::from_version(V1, "containerd", "1.7.24", None).with_rpc_floor(Some(28));
     assert_eq!(known.minor, 27);
+}
+
+/// A handler's own report, as `Features::from_status` keeps it.
+fn own(name: &str, user_namespaces: bool, recursive_read_only_mounts: bool) -> cri_bridge::revision::HandlerFeatures {
+    cri_bridge::revision::HandlerFeatures { name: name.into(), user_namespaces, recursive_read_only_mounts }
 }

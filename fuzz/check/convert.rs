@@ -92,6 +92,7 @@ fn profile(backend: CriVersion, a: u8, b: u8) -> RuntimeProfile {
             recursive_read_only_mounts: a & 0x20 != 0,
             supplemental_groups_policy: a & 0x40 != 0,
             mount_options: (a ^ b) & 0x01 != 0,
+            handlers: Vec::new(),
         });
     }
     profile

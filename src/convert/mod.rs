@@ -25,7 +25,7 @@ pub mod policy;
 pub mod rules;
 pub mod scan;
 pub mod size;
-mod wire;
+pub mod wire;
 
 pub use cx::{Convert, Cx, IsSet};
 pub use loss::{Loss, LossReason, MAX_DISTINCT};

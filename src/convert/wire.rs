@@ -68,3 +68,16 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     *bytes = rest;
     Some(value)
 }
+
+/// The last occurrence of top-level string field `number` in `message` (the one a decoder
+/// keeps), if it is valid UTF-8.
+pub fn string_field(message: &[u8], number: u32) -> Option<String> {
+    let mut rest = message;
+    let mut last = None;
+    while let Ok(found) = next(&mut rest) {
+        if found.number == number && found.wire_type == 2 {
+            last = Some(found.value);
+        }
+    }
+    last.and_then(|v| std::str::from_utf8(v).ok()).map(str::to_string)
+}

@@ -253,8 +253,9 @@ impl Forwarder {
         charge: &mut Charge,
     ) -> Result<Option<Vec<u8>>, Error> {
         let rpc = method.rpc;
+        let handler = self.handler_of(rpc, found, message).await;
         if message.len() < REQUESTS_FROM {
-            return self.convert_request(rpc, method.plan(found.version), found, message);
+            return self.convert_request(rpc, method.plan(found.version), found, message, handler.as_deref());
         }
         let (this, method, found, message) = (self.clone(), method.clone(), found.clone(), message.clone());
         // The job holds the message's charge until it has run, even if this call ends first.
@@ -262,12 +263,31 @@ impl Forwarder {
         let work = move || {
             let schema = rpc.version.schema();
             this.affordable(rpc, "request", schema, method.plan(found.version).request_index, &message)?;
-            this.convert_request(rpc, method.plan(found.version), &found, &message)
+            this.convert_request(rpc, method.plan(found.version), &found, &message, handler.as_deref())
         };
         let aborted = |detail| Error::ConversionAborted { rpc: rpc.name(), detail };
         let (converted, held) = self.offload.run(session.lane, held, work).await.map_err(aborted)?;
         charge.absorb(held);
         converted
+    }
+
+    /// The runtime handler the pod of a call runs on, where it decides what the runtime acts on
+    /// (the handlers' features differ): `RunPodSandbox`'s own `runtime_handler`; for
+    /// `CreateContainer`, its sandbox's, asked of the runtime (`PodSandboxStatus`: one call more
+    /// per create, on such a runtime only). `None` otherwise: judged by every handler's features.
+    async fn handler_of(&self, rpc: Rpc, found: &Discovered, message: &[u8]) -> Option<String> {
+        use crate::convert::wire::string_field;
+        if found.profile.blocked_by_handler.is_empty() {
+            return None;
+        }
+        match rpc.info.method {
+            "RunPodSandbox" => Some(string_field(message, 2).unwrap_or_default()),
+            "CreateContainer" => {
+                let sandbox = string_field(message, 1)?;
+                self.backend_for(rpc).sandbox_handler(found.version, &sandbox).await
+            }
+            _ => None,
+        }
     }
 
     /// Refuses to convert `message` (message `index` of `schema`) when decoding it would

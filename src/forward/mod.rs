@@ -144,12 +144,15 @@ impl Forwarder {
     /// Converts the request for the runtime (or passes its bytes), and judges every field the
     /// runtime would not see: unknown to cri-bridge's schema, lost by the conversion, or beyond
     /// what the runtime's revision and features act on. `None`: the bytes pass as they came.
+    /// `handler`: the runtime handler the call's pod runs on, where the handlers' features
+    /// differ (`None`: judged by every handler's).
     fn convert_request(
         &self,
         rpc: Rpc,
         plan: &Plan,
         found: &Discovered,
         body: &Bytes,
+        handler: Option<&str>,
     ) -> Result<Option<Vec<u8>>, Error> {
         let bad = |detail: String| Error::BadRequest {
             rpc: rpc.name(),
@@ -161,7 +164,7 @@ impl Forwarder {
         let runtime = Limits {
             // A runtime newer than cri-bridge's schema may know what cri-bridge does not.
             unknown: !profile.runtime.is_newer_than_schema(),
-            blocked: Some(&profile.blocked),
+            blocked: Some(profile.blocked_on(handler)),
             // A runtime that serves the RPC (else it answers UNIMPLEMENTED, and nothing runs)
             // decodes at least the RPC's revision, whatever its assumed revision.
             minor: profile.runtime.minor.max(plan.since),

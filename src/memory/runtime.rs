@@ -42,10 +42,14 @@ impl MemoryRuntime {
             let config = config.to_string();
             info.insert("config".to_string(), config);
         }
-        let features = v1::RuntimeHandlerFeatures { recursive_read_only_mounts: true, user_namespaces: true };
-        let runtime_handlers = ["", "runc"]
+        let handlers =
+            self.state().handlers.clone().unwrap_or_else(|| vec![("".into(), true, true), ("runc".into(), true, true)]);
+        let runtime_handlers = handlers
             .into_iter()
-            .map(|name| v1::RuntimeHandler { name: name.into(), features: Some(features) })
+            .map(|(name, user_namespaces, recursive_read_only_mounts)| v1::RuntimeHandler {
+                name,
+                features: Some(v1::RuntimeHandlerFeatures { recursive_read_only_mounts, user_namespaces }),
+            })
             .collect();
         Ok(v1::StatusResponse {
             status: Some(v1::RuntimeStatus { conditions: vec![condition("RuntimeReady"), condition("NetworkReady")] }),

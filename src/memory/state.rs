@@ -61,6 +61,9 @@ pub(super) struct State {
     pub(super) cgroup_driver: Option<v1::CgroupDriver>,
     /// How `Status` spells runc's `SystemdCgroup` option (`None`: `SystemdCgroup`).
     pub(super) systemd_cgroup_key: Option<String>,
+    /// The handlers `Status` reports, each with (user namespaces, recursive read-only mounts);
+    /// `None`: `""` and `runc`, both with both.
+    pub(super) handlers: Option<Vec<(String, bool, bool)>>,
     /// Source of pod IPs (10.88.0.0/16, as containerd's default bridge) and of fake PIDs.
     pub(super) next_ip: u32,
     pub(super) next_pid: u32,
@@ -160,6 +163,13 @@ impl MemoryRuntime {
     /// containerd's form); `None` makes `RuntimeConfig` unimplemented. Systemd by default.
     pub fn set_cgroup_driver(&self, driver: Option<v1::CgroupDriver>) {
         self.state().cgroup_driver = driver;
+    }
+
+    /// Reports these handlers in `Status`, each with (user namespaces, recursive read-only
+    /// mounts), as CRI-O 1.36 reports `crun` without recursive read-only mounts beside `runc`
+    /// with them.
+    pub fn set_handlers(&self, handlers: &[(&str, bool, bool)]) {
+        self.state().handlers = Some(handlers.iter().map(|(n, u, r)| (n.to_string(), *u, *r)).collect());
     }
 
     /// Spells runc's `SystemdCgroup` option in the `Status` info as `key`, as a containerd config
