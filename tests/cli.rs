@@ -449,3 +449,71 @@ async fn an_open_file_limit_too_low_for_limits_connections_is_raised_or_named() 
     let warning = logs.lines().find(|l| l.contains("open-file limit")).unwrap_or_else(|| panic!("{logs}"));
     assert!(warning.contains("(512)") && warning.contains("limits.connections (1024)"), "{warning}");
 }
+
+/// A field the runtime's version has but its revision does not act on, with `loss_policy: warn`,
+/// reaches the runtime (the bytes pass as they came): the warning says it was passed and may not
+/// be honoured, not that it was dropped (issue 40: CRI-O enforced such a field while the log
+/// said "dropped"). Here the in-memory runtime is held to the 1.30 revision by
+/// `backend.revision`, and a v1 caller sets `supplemental_groups_policy` (1.31).
+#[tokio::test]
+async fn a_warned_field_the_runtime_receives_is_logged_as_passed() {
+    let dir = TempDir::new("cli-warn");
+    let socket = dir.path("bridge.sock");
+    let config = dir.path("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen:\n  path: {}\nbackend:\n  endpoint: memory\n  revision: \"1.30\"\nloss_policy:\n  \
+             LinuxContainerSecurityContext.supplemental_groups_policy: warn\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    let mut child = Reaped(
+        Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn cri-bridge serve"),
+    );
+    wait_for_listener(&mut child, &socket).await;
+    let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&socket));
+    let config = v1::PodSandboxConfig {
+        metadata: Some(v1::PodSandboxMetadata { name: "p".into(), uid: "u".into(), namespace: "n".into(), attempt: 0 }),
+        ..Default::default()
+    };
+    let pod = client
+        .run_pod_sandbox(v1::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let strict = v1::SupplementalGroupsPolicy::Strict as i32;
+    let created = client
+        .create_container(v1::CreateContainerRequest {
+            pod_sandbox_id: pod,
+            config: Some(v1::ContainerConfig {
+                metadata: Some(v1::ContainerMetadata { name: "c".into(), attempt: 0 }),
+                image: Some(v1::ImageSpec { image: "docker.io/library/busybox:latest".into(), ..Default::default() }),
+                linux: Some(v1::LinuxContainerConfig {
+                    security_context: Some(v1::LinuxContainerSecurityContext {
+                        supplemental_groups_policy: strict,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            sandbox_config: Some(config),
+        })
+        .await;
+    assert!(created.is_ok(), "warned, not refused: {created:?}");
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap();
+    let warned: Vec<&str> = logs.lines().filter(|l| l.contains("supplemental_groups_policy")).collect();
+    assert_eq!(warned.len(), 1, "{logs}");
+    assert!(warned[0].contains("WARN") && warned[0].contains("passed a field the runtime does not act on"), "{logs}");
+    assert!(!warned[0].contains("dropped"), "{logs}");
+}
