@@ -118,6 +118,10 @@ impl MemoryRuntime {
             return Err(missing("config.image"));
         }
         let mut state = self.state();
+        let named = config.image.as_ref().is_some_and(|i| !i.user_specified_image.is_empty());
+        if state.verifies_signatures && !named {
+            return Err(Status::unknown("user specified image not specified, cannot verify image signature"));
+        }
         let sandbox = state.sandbox(&req.pod_sandbox_id)?;
         if sandbox.state != v1::PodSandboxState::SandboxReady {
             return Err(Status::failed_precondition(format!("pod sandbox {:?} is not ready", sandbox.id)));

@@ -61,6 +61,8 @@ pub(super) struct State {
     pub(super) cgroup_driver: Option<v1::CgroupDriver>,
     /// How `Status` spells runc's `SystemdCgroup` option (`None`: `SystemdCgroup`).
     pub(super) systemd_cgroup_key: Option<String>,
+    /// Creates need `ImageSpec.user_specified_image`, as CRI-O's do with a `signature_policy`.
+    pub(super) verifies_signatures: bool,
     /// The handlers `Status` reports, each with (user namespaces, recursive read-only mounts);
     /// `None`: `""` and `runc`, both with both.
     pub(super) handlers: Option<Vec<(String, bool, bool)>>,
@@ -163,6 +165,19 @@ impl MemoryRuntime {
     /// containerd's form); `None` makes `RuntimeConfig` unimplemented. Systemd by default.
     pub fn set_cgroup_driver(&self, driver: Option<v1::CgroupDriver>) {
         self.state().cgroup_driver = driver;
+    }
+
+    /// Answers as CRI-O 1.36.3 does where cri-bridge has to take care (issue 40; each fact from
+    /// CRI-O's sources at v1.36): `Version` names `cri-o` 1.36.3; `Status` reports the handlers
+    /// `""` and `runc` with recursive read-only mounts and user namespaces, and `crun` with
+    /// neither (`server/runtime_status.go`, crun 1.8.1 having no `features` command); a create
+    /// whose image names no `user_specified_image` is refused, as with a `signature_policy`
+    /// (`server/container_create.go`: "user specified image not specified, cannot verify image
+    /// signature", as gRPC code Unknown).
+    pub fn pose_as_crio_1_36(&self) {
+        self.set_identity("cri-o", "1.36.3");
+        self.set_handlers(&[("", true, true), ("runc", true, true), ("crun", false, false)]);
+        self.state().verifies_signatures = true;
     }
 
     /// Reports these handlers in `Status`, each with (user namespaces, recursive read-only
