@@ -167,13 +167,12 @@ impl MemoryRuntime {
         self.state().cgroup_driver = driver;
     }
 
-    /// Answers as CRI-O 1.36.3 does where cri-bridge has to take care (issue 40; each fact from
-    /// CRI-O's sources at v1.36): `Version` names `cri-o` 1.36.3; `Status` reports the handlers
-    /// `""` and `runc` with recursive read-only mounts and user namespaces, and `crun` with
-    /// neither (`server/runtime_status.go`, crun 1.8.1 having no `features` command); a create
-    /// whose image names no `user_specified_image` is refused, as with a `signature_policy`
-    /// (`server/container_create.go`: "user specified image not specified, cannot verify image
-    /// signature", as gRPC code Unknown).
+    /// Answers as CRI-O 1.36.3 does where cri-bridge has to take care (issue 40; the source of
+    /// each fact is in docs/testing.md): `Version` names `cri-o` 1.36.3; `Status` reports the
+    /// handlers `""` and `runc` with recursive read-only mounts and user namespaces, and `crun`
+    /// with neither; a create whose image names no `user_specified_image` is refused, as with a
+    /// `signature_policy` ("user specified image not specified, cannot verify image signature",
+    /// gRPC code Unknown, from `server/container_create_linux.go`).
     pub fn pose_as_crio_1_36(&self) {
         self.set_identity("cri-o", "1.36.3");
         self.set_handlers(&[("", true, true), ("runc", true, true), ("crun", false, false)]);
