@@ -105,7 +105,7 @@ async fn measure(daemon: &Daemon, window: Duration) -> (Seen, Seen, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let version = Arc::new(Mutex::new(Seen::default()));
     let status = Arc::new(Mutex::new(Seen::default()));
-    let mut tasks = abuse::well_behaved(daemon.socket.clone(), stop.clone(), version.clone());
+    let mut tasks = abuse::well_behaved(daemon.socket.clone(), stop.clone(), version.clone(), Duration::from_secs(2));
     let (socket, stop_status, seen) = (daemon.socket.clone(), stop.clone(), status.clone());
     tasks.push(tokio::spawn(async move {
         let connection = connect(&socket).await;

@@ -233,7 +233,9 @@ async fn systemd_hears_ready_then_watchdog_pings_then_stopping() {
         assert_eq!(seen.last().map(String::as_str), Some("WATCHDOG=1"), "{seen:?}");
         pings += 1;
     }
-    assert!(started.elapsed() < Duration::from_secs(2), "3 pings took {:?}", started.elapsed());
+    // A ping every 0.1 s: three come well within seconds; the bound only catches pings that stop
+    // (load on the machine cannot make them take this long).
+    assert!(started.elapsed() < Duration::from_secs(20), "3 pings took {:?}", started.elapsed());
     assert!(Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
     let stopping = notifications_until(&notify, |m| m.starts_with("STOPPING=1")).await;
     assert!(stopping.last().is_some_and(|m| m.starts_with("STOPPING=1")), "{stopping:?}");

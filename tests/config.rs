@@ -336,7 +336,8 @@ fn a_log_level_with_a_field_filter_is_refused_at_once_not_compiled() {
     let started = std::time::Instant::now();
     let error = Config::parse("log: {level: 'x[{a=a....................}]'}\n").expect_err("refused").to_string();
     assert!(error.contains("log.level") && error.contains("field filters are not supported"), "{error}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    // Refused before anything is compiled (compiling took minutes); the bound allows for load.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?}", started.elapsed());
     let error = Config::parse(&format!("log: {{level: {}}}\n", "a".repeat(2000))).expect_err("refused").to_string();
     assert!(error.contains("log.level") && error.contains("at most 1024"), "{error}");
 }
@@ -357,7 +358,8 @@ fn a_config_nested_deep_enough_to_stall_the_yaml_parser_is_refused_at_once() {
     let text = format!("loss_policy: {}\n", "[".repeat(100_000));
     let error = Config::parse(&text).expect_err("refused").to_string();
     assert!(error.contains("at most 1024"), "{error}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    // Refused before the parser stalls (over 30 s); the bound allows for load.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?}", started.elapsed());
     // What a real config holds is far below the bound.
     Config::parse("listen:\n  versions: [v1, v1alpha2]\nlimits: {connections: 512}\n").expect("accepted");
 }

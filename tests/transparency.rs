@@ -236,7 +236,8 @@ async fn a_deadline_that_passes_in_the_runtime_comes_back_as_the_runtimes_deadli
                 .contains(&message.as_str()),
             "{message}"
         );
-        assert!(started.elapsed() < Duration::from_secs(4), "the deadline reached the runtime");
+        // Ended by the deadline (300 ms), not by the exec's own end; load only delays it.
+        assert!(started.elapsed() < Duration::from_secs(30), "the deadline reached the runtime");
         pair.bridge.stop().await;
         pair.runtime.stop().await;
     }
