@@ -123,6 +123,7 @@ pub struct Metrics {
     reconnects: Family<EndpointLabels, Counter>,
     callers: Family<CallerLabels, Gauge>,
     last_calls: Family<CallerLabels, Gauge>,
+    memory: memory::Memory,
 }
 
 impl Default for Metrics {
@@ -142,6 +143,8 @@ impl Metrics {
     /// `limits`.
     pub fn new(limits: &Limits) -> Metrics {
         let mut root = Registry::default();
+        let memory = memory::Memory::register(&mut root);
+        memory.set_ceiling(crate::relay::memory_ceiling(limits, false));
         let started = ConstGauge::new(unix_now());
         root.register("process_start_time_seconds", "Start time of the process since unix epoch in seconds", started);
         let registry = root.sub_registry_with_prefix("cri_bridge");
@@ -236,7 +239,13 @@ impl Metrics {
             reconnects,
             callers,
             last_calls,
+            memory,
         }
+    }
+
+    /// The memory ceiling, for a daemon with a separate image endpoint or not.
+    pub fn set_memory_ceiling(&self, limits: &Limits, separate_images: bool) {
+        self.memory.set_ceiling(crate::relay::memory_ceiling(limits, separate_images));
     }
 
     /// Counts one answered call. `rpc` is `None` for a path that is not a CRI method.
@@ -274,6 +283,7 @@ impl Metrics {
     /// The text a scrape answers: the counters, and the backends and callers as they are now.
     pub fn render(&self, backends: &[Arc<Backend>], callers: &Callers, budget: &crate::budget::Budget) -> String {
         self.buffered.set(i64::try_from(budget.held()).unwrap_or(i64::MAX));
+        self.memory.refresh();
         self.backend_info.clear();
         for backend in backends {
             let endpoint = EndpointLabels { endpoint: backend.endpoint.clone() };
@@ -320,29 +330,6 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
         text
-    }
-}
-
-/// The canonical name of a gRPC status code, as in the gRPC specification.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
@@ -495,5 +482,8 @@ impl LossObserver for Metrics {
     }
 }
 
+mod codes;
+mod memory;
+pub use codes::code_name;
 #[cfg(test)]
 mod tests;

@@ -142,6 +142,7 @@ pub async fn run_on(
         watchers.push(tokio::spawn(image.clone().watch()));
     }
     let metrics = Arc::new(Metrics::new(&config.limits));
+    metrics.set_memory_ceiling(&config.limits, config.image_backend.is_some());
     raise_open_files(&config);
     let callers = Arc::new(Callers::default());
     let budget = crate::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);

@@ -10,6 +10,7 @@
 
 mod call;
 mod calls;
+mod conversion;
 mod failure;
 mod hooks;
 mod offload;

@@ -38,5 +38,29 @@ pub mod upstream;
 
 pub use serve::serve;
 
+/// What the daemon itself takes, beside what it holds for clients: the binary, its threads'
+/// stacks, tokio, the metrics (measured: about 10 MiB resident at start; counted with room).
+pub const DAEMON_ITSELF: usize = 32 << 20;
+
+/// The most memory the daemon may hold with `limits` (`docs/install.md`, "Limits and memory"):
+/// `limits.buffer_mib`; for each of `limits.connections`, its own first 64 KiB
+/// (`budget::FLOOR`), the 64 KiB the client may send before any window is given back and the
+/// 1 MiB its runtime connection may send ahead (twice with a separate image endpoint); each
+/// conversion thread's working memory (at most `limits.buffer_per_connection_mib` a message,
+/// `forward::offload`); and the daemon itself.
+pub fn memory_ceiling(limits: &crate::config::Limits, separate_images: bool) -> usize {
+    let runtime_windows = upstream::CONNECTION_WINDOW as usize * if separate_images { 2 } else { 1 };
+    let per_connection = crate::budget::FLOOR + CLIENT_WINDOW + runtime_windows;
+    limits
+        .buffer_bytes
+        .saturating_add(limits.connections.saturating_mul(per_connection))
+        .saturating_add(limits.conversion_threads.saturating_mul(limits.buffer_per_connection_bytes))
+        .saturating_add(DAEMON_ITSELF)
+}
+
+/// What a client may send on a connection before cri-bridge gives any window back (h2's
+/// default initial window).
+pub const CLIENT_WINDOW: usize = 65_535;
+
 /// Worker threads of the proxy's tokio runtime (0: one thread that also accepts).
 pub const WORKER_THREADS: usize = 0;
