@@ -301,7 +301,6 @@ async fn a_connection_holds_at_most_its_streams_and_a_trickled_request_is_cut_of
     }
     let worst = daemon.well_behaved_call().await;
     // Each trickled request is cut off after limits.request_timeout_seconds.
-    let started = Instant::now();
     for (response, _stream) in held.drain(..) {
         let response = tokio::time::timeout(Duration::from_secs(30), response).await.expect("answered").unwrap();
         let status = response.headers().get("grpc-status").map(|v| v.to_str().unwrap().to_string());

@@ -28,6 +28,7 @@ fn sandbox() -> v1alpha2::PodSandboxConfig {
     }
 }
 
+#[allow(deprecated)]
 fn create(pod: &str, seccomp: &str) -> v1alpha2::CreateContainerRequest {
     v1alpha2::CreateContainerRequest {
         pod_sandbox_id: pod.into(),

@@ -22,10 +22,6 @@ type V1alpha2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<to
 /// The four calls with an unknown id, as a v1 caller: each one's code.
 async fn v1_calls(mut client: V1Runtime) -> Vec<(&'static str, Code)> {
     let id = || "no-such-id-0123456789".to_string();
-    let code = |result: Result<tonic::Response<_>, tonic::Status>| match result {
-        Ok(_) => Code::Ok,
-        Err(status) => status.code(),
-    };
     vec![
         (
             "StopContainer",
@@ -38,6 +34,13 @@ async fn v1_calls(mut client: V1Runtime) -> Vec<(&'static str, Code)> {
             code(client.remove_pod_sandbox(v1::RemovePodSandboxRequest { pod_sandbox_id: id() }).await),
         ),
     ]
+}
+
+fn code<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Code {
+    match result {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    }
 }
 
 fn all_ok(calls: &[(&str, Code)]) -> bool {
