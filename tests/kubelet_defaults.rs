@@ -1,9 +1,10 @@
-//! What a kubelet of Kubernetes 1.29–1.36 sends for an ordinary pod, through cri-bridge, over
+//! What a kubelet of Kubernetes 1.37 sends for an ordinary pod, through cri-bridge, over
 //! every runtime row: the in-memory runtime serving v1, serving v1alpha2, and posing as a runtime
 //! cri-bridge does not know; real containerd 1.4.13, 1.6.20, 1.7.24 and 2.1.9. The calls are
-//! those of `tests/clients/go/kubelet.go` (`cri-kubelet-v1`, grpc-go on k8s.io/cri-api 0.32.3, the
-//! kubelet's own stack), field by field as the kubelet sets them: default security context,
-//! `userns_options { mode: NODE }`, seccomp RuntimeDefault, its startup calls.
+//! those of `tests/clients/go/kubelet.go` (`cri-kubelet-v1`, grpc-go 1.82 on k8s.io/cri-api 0.37.2,
+//! the kubelet's own stack), field by field as the kubelet 1.37.2 sets them: default security
+//! context, `userns_options { mode: NODE }`, seccomp RuntimeDefault, `user_specified_image`, its
+//! startup calls, and its image calls for `imagePullPolicy: Always` (`PullImage`, then the size).
 //!
 //! Each step must be OK; RuntimeConfig may be UNIMPLEMENTED (runtimes before it existed, the
 //! kubelet then uses its own cgroup driver); any other step may only be refused with
@@ -11,7 +12,7 @@
 //! CreateContainer and StartContainer must be OK on every row: nothing an ordinary pod needs may be
 //! refused.
 //!
-//! Then the Stream* list calls (`cri-streams-v1`, stubs from our `proto/v1`): through cri-bridge to
+//! Then the Stream* list calls (`cri-streams-v1`, on cri-api 0.37.2's own v1): through cri-bridge to
 //! the in-memory runtime serving v1 every stream is OK and brings what the unary lists hold; to a
 //! runtime without them (the in-memory runtime serving v1alpha2, containerd 1.6.20) the first
 //! Recv of each ends UNIMPLEMENTED, which is what sends the kubelet to its unary fallback.
@@ -50,8 +51,8 @@ const STEPS: &[&str] = &[
     "UpdateRuntimeConfig",
     "RunPodSandbox",
     "PodSandboxStatus",
-    "ImageStatus",
     "PullImage",
+    "ImageStatus(size)",
     "ImageStatus(user)",
     "CreateContainer",
     "StartContainer",
@@ -218,6 +219,9 @@ fn kubelet_args(name: &str, image: &str, pause: &str, root: &Path, extra: &[&str
         pause.into(),
         "-root".into(),
         root.display().to_string(),
+        // A 1.37 kubelet's image calls for the pod's imagePullPolicy.
+        "-pull-policy".into(),
+        "Always".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     args

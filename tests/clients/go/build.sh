@@ -1,163 +1,144 @@
 #!/usr/bin/env bash
-# Builds our Go CRI clients, one binary per CRI version, on grpc-go from Debian packages:
+# Builds our Go CRI clients, one binary per CRI version, as the Go module of this directory
+# (go.mod, go.sum): grpc-go and k8s.io/cri-api from the Go module proxy, at the versions go.mod pins.
 #
-#   target/clients/bin/cri-session-v1        k8s.io/cri-api's runtime/v1 (gogo protobuf)
-#   target/clients/bin/cri-session-v1alpha2  generated here from proto/v1alpha2/api.proto
-#   target/clients/bin/cri-session-v1alpha1  generated here from proto/v1alpha1/api.proto
-#   target/clients/bin/cri-kubelet-v1        kubelet.go: a kubelet 1.29+'s calls, on k8s.io/cri-api's v1
-#   target/clients/bin/cri-streams-v1        streams.go: the v1 Stream* calls, on stubs generated here
-#                                            from proto/v1/api.proto (cri-api 0.32 has no Stream* RPCs)
+#   target/clients/bin/cri-session-v1        session.go on k8s.io/cri-api's runtime/v1
+#   target/clients/bin/cri-session-v1alpha2  session.go on stubs generated here from proto/v1alpha2/api.proto
+#   target/clients/bin/cri-session-v1alpha1  session.go on stubs generated here from proto/v1alpha1/api.proto
+#   target/clients/bin/cri-kubelet-v1        kubelet.go: a kubelet 1.37's calls, on k8s.io/cri-api's v1
+#   target/clients/bin/cri-streams-v1        streams.go: the v1 Stream* calls, on k8s.io/cri-api's v1
 #
-# Run as root on Debian bookworm (it apt-get installs what is missing); idempotent. The build is
-# offline, in GOPATH mode, on a private GOPATH (target/clients/gopath) whose src merges Debian's
-# Go libraries (/usr/share/gocode/src) with k8s.io/cri-api unpacked from trixie (bookworm has
-# none). Fails, saying what, when anything it needs is missing.
+# Needs Go 1.26 or newer (k8s.io/cri-api v0.37 says `go 1.26.0`; $GO, else /usr/local/go/bin/go,
+# else go on PATH) and Debian's protoc (protobuf-compiler: apt-get installed when missing, as
+# root). protoc-gen-go and protoc-gen-go-grpc are the module's tools (go.mod's `tool` lines), so
+# their versions are pinned there too. Modules and the build cache stay where Go keeps them
+# (go env GOMODCACHE, GOCACHE); without them they are fetched from the proxy ($GOPROXY).
+#
+# Everything is built in a fresh directory under target/clients and the five binaries are moved
+# into target/clients/bin only when all of them built: tests running the old ones meanwhile are
+# not disturbed. Idempotent; fails, saying what, when anything it needs is missing.
+#
+#   build.sh          build (go.mod and go.sum are only read: a missing entry fails the build)
+#   build.sh --tidy   also `go mod tidy` the module against the generated stubs and write go.mod
+#                     and go.sum back here (after changing an import or a version in go.mod)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 out=$top/target/clients
-gopath=$out/gopath
 bin=$out/bin
-trixie=$top/target/debian/go-trixie
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 
-# --- Debian packages ------------------------------------------------------------------------
-# golang-goprotobuf-dev is, on bookworm, protoc-gen-go 1.3.5 (github.com/golang/protobuf): it
-# still has the built-in grpc plugin (`plugins=grpc`) and its output needs only
-# github.com/golang/protobuf/proto, which grpc-go 1.33 itself uses.
-packages=(golang-go golang-google-grpc-dev golang-github-gogo-protobuf-dev protobuf-compiler golang-goprotobuf-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "build.sh: installing ${missing[*]}" >&2
-  [ "$(id -u)" = 0 ] || die "need root to apt-get install ${missing[*]}"
+tidy=false
+case "${1-}" in
+  "") ;;
+  --tidy) tidy=true ;;
+  *) die "unknown argument $1 (only --tidy)" ;;
+esac
+
+# --- tools ----------------------------------------------------------------------------------
+if ! dpkg-query -W -f '${Status}' protobuf-compiler 2>/dev/null | grep -q 'install ok installed'; then
+  echo "build.sh: installing protobuf-compiler (protoc)" >&2
+  [ "$(id -u)" = 0 ] || die "protoc is missing and installing protobuf-compiler needs root"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2 || die "apt-get update failed"
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+  apt-get install -y -qq --no-install-recommends protobuf-compiler >&2 ||
+    die "apt-get install protobuf-compiler failed"
 fi
-for tool in go protoc; do
-  command -v "$tool" >/dev/null || die "$tool is not on PATH after installing ${packages[*]}"
-done
-# Named explicitly: a protoc-gen-go of another generation earlier on PATH must not be picked.
-plugin=/usr/bin/protoc-gen-go
-plugin_package=$(dpkg-query -S "$plugin" 2>/dev/null | cut -d: -f1) ||
-  die "$plugin is missing (it comes with golang-goprotobuf-dev)"
+protoc=/usr/bin/protoc
+[ -x "$protoc" ] || die "$protoc is missing although protobuf-compiler is installed"
 
-# --- k8s.io/cri-api from trixie -------------------------------------------------------------
-"$top/tools/debian-unpack.sh" trixie "$trixie" golang-github-kubernetes-cri-api-dev >&2 ||
-  die "could not unpack golang-github-kubernetes-cri-api-dev from trixie"
-cri_api=$trixie/usr/share/gocode/src/k8s.io/cri-api
-[ -f "$cri_api/pkg/apis/runtime/v1/api.pb.go" ] || die "$cri_api/pkg/apis/runtime/v1/api.pb.go is missing"
-
-# --- the private GOPATH ---------------------------------------------------------------------
-# merge SRC DEST: makes every entry of SRC visible under DEST through symlinks. Where two
-# sources share a directory (say both have k8s.io/), the symlink becomes a real directory
-# holding links to both.
-merge() {
-  local src=$1 dest=$2 entry name
-  mkdir -p "$dest"
-  for entry in "$src"/*; do
-    [ -e "$entry" ] || continue
-    name=$(basename "$entry")
-    if [ -L "$dest/$name" ] && [ "$(readlink "$dest/$name")" = "$entry" ]; then
-      continue
-    elif [ -L "$dest/$name" ] && [ -d "$entry" ] && [ -d "$dest/$name" ]; then
-      local earlier
-      earlier=$(readlink "$dest/$name")
-      rm "$dest/$name"
-      merge "$earlier" "$dest/$name"
-      merge "$entry" "$dest/$name"
-    elif [ -d "$dest/$name" ] && [ ! -L "$dest/$name" ] && [ -d "$entry" ]; then
-      merge "$entry" "$dest/$name"
-    elif [ -e "$dest/$name" ] || [ -L "$dest/$name" ]; then
-      die "both $(readlink -f "$dest/$name") and $entry want $dest/$name"
-    else
-      ln -s "$entry" "$dest/$name"
-    fi
-  done
-}
-[ -d /usr/share/gocode/src ] || die "/usr/share/gocode/src is missing (Debian's Go libraries)"
-# Rebuilt every time: links into packages that have since been removed must not linger.
-rm -rf "$gopath/src"
-merge /usr/share/gocode/src "$gopath/src"
-merge "$trixie/usr/share/gocode/src" "$gopath/src"
-for pkg in google.golang.org/grpc github.com/golang/protobuf/proto github.com/gogo/protobuf/proto \
-  k8s.io/cri-api/pkg/apis/runtime/v1; do
-  [ -d "$gopath/src/$pkg" ] || die "$pkg is not in $gopath/src"
+go=${GO:-}
+if [ -z "$go" ]; then
+  if [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; else go=$(command -v go) || true; fi
+fi
+[ -n "$go" ] && [ -x "$go" ] || die "no Go toolchain: install Go 1.26+ as /usr/local/go or set GO=/path/to/go"
+# GOTOOLCHAIN=local: an older go must fail here rather than fetch a toolchain of its own.
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
+go_version=$("$go" env GOVERSION) || die "$go does not run"
+case "$go_version" in
+  go1.2[6-9]* | go1.[3-9][0-9]* | go[2-9]*) ;;
+  *) die "$go is $go_version; go.mod needs go1.26 or newer (k8s.io/cri-api v0.37 does)" ;;
+esac
+for f in go.mod go.sum session.go kubelet.go streams.go version_v1.go version_v1alpha2.go version_v1alpha1.go; do
+  [ -f "$here/$f" ] || die "$here/$f is missing"
 done
 
-# --- generated v1alpha2 and v1alpha1 packages -----------------------------------------------
-# Our protos have no go_package; the M option names the Go import path (and so the package
+# --- the build directory: the module with its five main packages and the generated stubs ---
+mkdir -p "$out" "$bin"
+# What the former GOPATH build (Debian's Go libraries) left here; nothing uses it any more.
+rm -rf "$out/gopath" "$out/go-cache" "$out/proto-v1"
+work=$(mktemp -d "$out/build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+src=$work/src
+mkdir -p "$src" "$work/tools" "$work/bin"
+cp "$here/go.mod" "$here/go.sum" "$src/"
+
+# Tidying may add to go.mod and go.sum; a plain build must find them complete.
+if $tidy; then mod=mod; else mod=readonly; fi
+(cd "$src" && "$go" build -mod="$mod" -o "$work/tools/" \
+  google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc) ||
+  die "could not build protoc-gen-go and protoc-gen-go-grpc (go.mod's tools; module proxy: $("$go" env GOPROXY))"
+
+# Our protos have no go_package; the M options name the Go import path (and so the package
 # name, its last element) without touching proto/.
-ours=$gopath/src/cribridge
 for v in v1alpha2 v1alpha1; do
-  mkdir -p "$ours/cri/$v"
-  protoc -I "$top/proto/$v" --plugin="protoc-gen-go=$plugin" \
-    --go_opt="Mapi.proto=cribridge/cri/$v" --go_opt=paths=source_relative \
-    --go_out="plugins=grpc:$ours/cri/$v" "$top/proto/$v/api.proto" ||
-    die "protoc failed on proto/$v/api.proto"
-  grep -q 'grpc.SupportPackageIsVersion' "$ours/cri/$v/api.pb.go" ||
-    die "$plugin wrote no grpc client into cri/$v/api.pb.go (plugins=grpc unsupported?)"
+  pkg=cribridge/clients/cri/$v
+  mkdir -p "$src/cri/$v"
+  "$protoc" -I "$top/proto/$v" \
+    --plugin="protoc-gen-go=$work/tools/protoc-gen-go" --plugin="protoc-gen-go-grpc=$work/tools/protoc-gen-go-grpc" \
+    --go_out="$src/cri/$v" --go_opt=paths=source_relative --go_opt="Mapi.proto=$pkg" \
+    --go-grpc_out="$src/cri/$v" --go-grpc_opt=paths=source_relative --go-grpc_opt="Mapi.proto=$pkg" \
+    "$top/proto/$v/api.proto" || die "protoc failed on proto/$v/api.proto"
+  [ -f "$src/cri/$v/api.pb.go" ] && grep -q 'func NewRuntimeServiceClient' "$src/cri/$v/api_grpc.pb.go" ||
+    die "protoc wrote no messages or no RuntimeService client for proto/$v/api.proto"
 done
 
-# proto/v1 follows the newest Kubernetes schema, whose field options may be newer than this protoc
-# (3.21 knows no `debug_redact`, cri-api 0.34+). Field options never change the wire, so a copy
-# without `debug_redact` and `deprecated` options is what gets generated.
-mkdir -p "$out/proto-v1" "$ours/cri/v1"
-perl -pe 's{\s*\[([^\]]*)\]}{ my @o = grep { !/^\s*(debug_redact|deprecated)\s*=\s*\w+\s*$/ } split(/,/, $1); @o ? " [" . join(",", @o) . "]" : "" }ge' \
-  "$top/proto/v1/api.proto" >"$out/proto-v1/api.proto" || die "could not copy proto/v1/api.proto"
-protoc -I "$out/proto-v1" --plugin="protoc-gen-go=$plugin" \
-  --go_opt="Mapi.proto=cribridge/cri/v1" --go_opt=paths=source_relative \
-  --go_out="plugins=grpc:$ours/cri/v1" "$out/proto-v1/api.proto" ||
-  die "protoc failed on proto/v1/api.proto (copied to $out/proto-v1/api.proto without debug_redact/deprecated)"
-grep -q 'StreamContainers' "$ours/cri/v1/api.pb.go" ||
-  die "cri/v1/api.pb.go has no StreamContainers client (proto/v1/api.proto without Stream* RPCs?)"
-
-# --- the three main packages ----------------------------------------------------------------
 # session.go is written against k8s.io/cri-api's v1 package; for the other versions its one
-# import of it is pointed at our generated package. version_*.go holds what really differs.
-declare -A api_package=(
-  [v1]=k8s.io/cri-api/pkg/apis/runtime/v1
-  [v1alpha2]=cribridge/cri/v1alpha2
-  [v1alpha1]=cribridge/cri/v1alpha1
-)
+# import of it is pointed at the generated package. version_*.go holds what really differs.
 v1_import='runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"'
-[ "$(grep -c "^	$v1_import" "$here/session.go")" = 1 ] ||
+[ "$(grep -c "^	$v1_import\$" "$here/session.go")" = 1 ] ||
   die "session.go must import $v1_import exactly once, on a line of its own"
-
-export GOPATH=$gopath GOCACHE=$out/go-cache GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0
-mkdir -p "$bin" "$GOCACHE"
 for v in v1 v1alpha2 v1alpha1; do
-  main=$ours/cmd/cri-session-$v
-  rm -rf "$main"
+  main=$src/cmd/cri-session-$v
   mkdir -p "$main"
-  sed "s|^	$v1_import|	runtimeapi \"${api_package[$v]}\"|" "$here/session.go" >"$main/session.go"
+  if [ "$v" = v1 ]; then
+    cp "$here/session.go" "$main/"
+  else
+    sed "s|^	$v1_import\$|	runtimeapi \"cribridge/clients/cri/$v\"|" "$here/session.go" >"$main/session.go"
+  fi
   cp "$here/version_$v.go" "$main/"
-  # -tags: the version files carry build tags so that tests/clients/go itself is never one
-  # inconsistent package.
-  (cd "$main" && go build -tags "cri_$v" -o "$bin/cri-session-$v" .) || die "go build of cri-session-$v failed"
 done
-
-# --- the kubelet replay and the streams client ----------------------------------------------
 for tool in kubelet streams; do
-  main=$ours/cmd/cri-$tool-v1
-  rm -rf "$main"
-  mkdir -p "$main"
-  cp "$here/$tool.go" "$main/"
-  (cd "$main" && go build -tags "cri_$tool" -o "$bin/cri-$tool-v1" .) || die "go build of cri-$tool-v1 failed"
+  mkdir -p "$src/cmd/cri-$tool-v1"
+  cp "$here/$tool.go" "$src/cmd/cri-$tool-v1/"
 done
 
-version() { dpkg-query -W -f '${Version}' "$1"; }
-echo "build.sh: built with $(go version | cut -d' ' -f3), grpc-go $(version golang-google-grpc-dev)," \
-  "protoc-gen-go $plugin_package $(version "$plugin_package"), protoc $(version protobuf-compiler)," \
-  "gogo protobuf $(version golang-github-gogo-protobuf-dev)," \
-  "cri-api $(awk '$1 == "golang-github-kubernetes-cri-api-dev" { print $2 }' "$trixie/.unpacked")" >&2
-for v in v1 v1alpha2 v1alpha1; do
-  echo "$bin/cri-session-$v"
+if $tidy; then
+  (cd "$src" && "$go" mod tidy) || die "go mod tidy failed"
+  cp "$src/go.mod" "$src/go.sum" "$here/"
+  echo "build.sh: wrote $here/go.mod and go.sum" >&2
+fi
+
+# --- the five binaries ----------------------------------------------------------------------
+# Every file carries a build tag (so that this directory is never one inconsistent package);
+# each cmd directory holds only its own files, so all tags can be given at once.
+names=(cri-session-v1 cri-session-v1alpha2 cri-session-v1alpha1 cri-kubelet-v1 cri-streams-v1)
+(cd "$src" && "$go" build -mod=readonly -tags "cri_v1 cri_v1alpha2 cri_v1alpha1 cri_kubelet cri_streams" \
+  -o "$work/bin/" ./cmd/...) || die "go build of the clients failed"
+for name in "${names[@]}"; do
+  [ -x "$work/bin/$name" ] || die "go build wrote no $name"
 done
-echo "$bin/cri-kubelet-v1"
-echo "$bin/cri-streams-v1"
+# rename(2) in the same file system: a test starting a client sees the old or the new binary.
+for name in "${names[@]}"; do
+  mv -f "$work/bin/$name" "$bin/$name" || die "could not move $name into $bin"
+done
+
+module() { (cd "$src" && "$go" list -mod=readonly -m -f '{{.Path}} {{.Version}}' "$1"); }
+echo "build.sh: built with $go_version, $(module google.golang.org/grpc), $(module k8s.io/cri-api)," \
+  "$(module google.golang.org/protobuf) (protoc-gen-go), $(module google.golang.org/grpc/cmd/protoc-gen-go-grpc)," \
+  "protoc $("$protoc" --version | cut -d' ' -f2) (protobuf-compiler $(dpkg-query -W -f '${Version}' protobuf-compiler))" >&2
+for name in "${names[@]}"; do
+  echo "$bin/$name"
+done

@@ -1,8 +1,8 @@
 //go:build cri_kubelet
 
 // cri-kubelet replays, on k8s.io/cri-api's v1 package and grpc-go (the kubelet's own client
-// stack), the CRI calls a kubelet of Kubernetes 1.29-1.36 makes at start and for one ordinary pod,
-// with the field values the kubelet sets. It prints one JSON line per call, as cri-session does:
+// stack, at the versions Kubernetes 1.37 builds with), the CRI calls a kubelet of Kubernetes 1.37
+// makes at start and for one ordinary pod, with the field values the kubelet sets. It prints one JSON line per call, as cri-session does:
 //
 //	{"step":"CreateContainer","code":"OK","message":"","response":{...}}
 //
@@ -10,12 +10,20 @@
 // defaults it to an empty PodSecurityContext), dnsPolicy ClusterFirst, no ports, no volumes (the
 // service account token's projected volume is left out), no resources (a BestEffort pod),
 // imagePullPolicy Always, terminationGracePeriodSeconds 30, and the kubelet's defaults on:
-// seccompDefault, UserNamespacesSupport (default on since 1.33), cgroup v2 when the node has it.
-// Its command traps SIGTERM, so StopContainer ends it at once.
+// seccompDefault, UserNamespacesSupport (GA and locked on since 1.36), MemoryQoS (beta, on by
+// default since 1.37), CRIListStreaming off (alpha), cgroup v2 when the node has it. Its command
+// traps SIGTERM, so StopContainer ends it at once.
 //
-// What sets each field (kubelet source, pkg/kubelet/…; "kuberuntime" is pkg/kubelet/kuberuntime):
+// What sets each field (kubelet 1.37.2 source, pkg/kubelet/…; "kuberuntime" is
+// pkg/kubelet/kuberuntime; the CRI client is k8s.io/cri-client's pkg/remote_runtime.go):
 //
-// Start (kubelet.go, kuberuntime_manager.go NewKubeGenericRuntimeManager, remote_runtime.go):
+// The connection (cri-client remote_runtime.go NewRemoteRuntimeService): grpc.NewClient on
+// "passthrough:///<socket path>" with a unix dialer, insecure credentials, :authority "localhost"
+// (grpc.WithAuthority), a 16 MiB receive limit (MaxCallRecvMsgSize) and connect backoff 100 ms to
+// 3 s with a 5 s minimum connect timeout. (Its otelgrpc stats handler with the no-op tracer
+// provider adds nothing to the wire and is left out.)
+//
+// Start (kubelet.go, kuberuntime_manager.go NewKubeGenericRuntimeManager):
 //   - Version.version "0.1.0": kuberuntime's kubeRuntimeAPIVersion, sent on every Version call.
 //   - RuntimeConfig (no fields): kubelet.go getCgroupDriverConfig, the cgroup driver from the
 //     runtime (KubeletCgroupDriverFromCRI); UNIMPLEMENTED makes it fall back to its own config.
@@ -56,12 +64,22 @@
 //     applySandboxResources / kuberuntime_container_linux.go calculateLinuxResources.
 //
 // PullImage (images/image_manager.go EnsureImageExists; kuberuntime_image.go PullImage):
-//   - ImageStatus first (GetImageRef) with image = the container's image (a default ":latest"
-//     applied) and annotations = the pod's annotations; then, imagePullPolicy Always, PullImage
-//     with the same ImageSpec, no auth, and sandbox_config = the RunPodSandbox config.
-//     user_specified_image is NOT set on this ImageSpec (toRuntimeAPIImageSpec sets image,
-//     annotations and, only with the alpha RuntimeClassInImageCriAPI gate, runtime_handler).
-//   - ImageStatus again with {image: container.Image}: kuberuntime_container.go getImageUser,
+//   - Every ImageSpec of these calls has image = the container's image (a default ":latest"
+//     applied) and annotations = the pod's annotations; PullImage has no auth and sandbox_config =
+//     the RunPodSandbox config. user_specified_image is NOT set on this ImageSpec
+//     (ToRuntimeAPIImageSpec sets image, annotations and, only with the alpha
+//     RuntimeClassInImageCriAPI gate, runtime_handler).
+//   - The calls, by -pull-policy (the pod's imagePullPolicy):
+//     Always: PullImage, then ImageStatus for the image's size (images/puller.go GetImageSize);
+//     imagePullPrecheck asks nothing first. Steps "PullImage", "ImageStatus(size)".
+//     IfNotPresent: ImageStatus (GetImageRef, imagePullPrecheck); only when it finds no image,
+//     PullImage and ImageStatus(size). Steps "ImageStatus", then maybe "PullImage",
+//     "ImageStatus(size)".
+//     "" (the default): ImageStatus, PullImage: the order of kubelets before 1.30 and the steps
+//     tests/kubelet_defaults.rs expects. No kubelet 1.37 makes exactly these calls (it is
+//     IfNotPresent for an absent image without the size query, or Always with the ImageStatus
+//     before the pull); each request's fields are still the 1.37 kubelet's.
+//   - ImageStatus again with {image: container.Image}: kuberuntime helpers.go getImageUser,
 //     for run_as_user.
 //
 // CreateContainer (kuberuntime_container.go generateContainerConfig, kuberuntime_container_linux.go
@@ -82,9 +100,11 @@
 //   - linux.resources: generateLinuxContainerResources: cpu_shares 2, cpu_period 100000, cpu_quota
 //     0, oom_score_adj 1000 (BestEffort, qos.GetContainerOOMScoreAdjust), hugepage_limits: every
 //     page size of the host with limit 0 (GetHugepageLimitsFromResources), and on cgroup v2 unified
-//     {memory.oom.group: 1, memory.swap.max: 0} (calculateLinuxResources; configureContainerSwapResources
-//     -> ConfigureNoSwap, NoSwap being the default swap behaviour). On cgroup v1 no unified (and
-//     memory_swap_limit_in_bytes = memory limit = 0).
+//     {memory.oom.group: 1, memory.swap.max: 0, memory.min: 0, memory.low: 0}
+//     (calculateLinuxResources; configureContainerSwapResources -> ConfigureNoSwap, NoSwap being
+//     the default swap behaviour; MemoryQoS with the default memoryReservationPolicy None and no
+//     memoryThrottlingFactor, whose default is nil since 1.37, so no memory.high). On cgroup v1 no
+//     unified (and memory_swap_limit_in_bytes = memory limit = 0).
 //   - linux.security_context: capabilities unset (the runtime's default set), privileged false,
 //     run_as_user = the image's uid from ImageStatus, 0 when the image names none (getImageUser),
 //     or run_as_username when it names a user; run_as_group unset; supplemental_groups none;
@@ -92,7 +112,12 @@
 //     unset); readonly_rootfs false; seccomp RuntimeDefault (getSeccompProfile with
 //     seccompDefault on; seccomp_profile_path not set); apparmor unset (no profile in the pod);
 //     namespace_options as the sandbox's (NamespacesForPod); masked_paths and readonly_paths the
-//     defaults of pkg/securitycontext (ConvertToRuntimeMaskedPaths/ReadonlyPaths).
+//     defaults of pkg/securitycontext (ConvertToRuntimeMaskedPaths/ReadonlyPaths; the masked
+//     paths end with /sys/devices/system/cpu/cpu<N>/thermal_throttle of each possible CPU that
+//     has one).
+//   - mounts carry no mount_options: the kubelet sets them only from a volume mount's
+//     bindMountOptions (VolumeBindMountOptions), and only when the runtime's Status reports the
+//     mount_options feature; this pod has no volume mounts.
 //   - sandbox_config: the RunPodSandbox config.
 //
 // Then StartContainer; ContainerStatus verbose=false (getPodContainerStatuses); ListContainers
@@ -113,6 +138,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,6 +146,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -146,6 +174,7 @@ func main() {
 	cgroup := flag.String("cgroup-v2", "auto", "send what the kubelet sends on a cgroup v2 node: true, false or auto (look at /sys/fs/cgroup)")
 	hostNetwork := flag.Bool("host-network", false, "a hostNetwork pod (for runtimes without CNI)")
 	podCIDR := flag.String("pod-cidr", "10.244.0.0/24", "the node's pod CIDR, sent by UpdateRuntimeConfig")
+	pullPolicy := flag.String("pull-policy", "", "the container's imagePullPolicy, Always or IfNotPresent, for a 1.37 kubelet's image calls (default: the older order, ImageStatus then PullImage)")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each call")
 	flag.Parse()
 	if *socket == "" || flag.NArg() > 0 {
@@ -169,6 +198,11 @@ func main() {
 	default:
 		fail("-cgroup-v2 must be true, false or auto, not %q", *cgroup)
 	}
+	switch *pullPolicy {
+	case "", "Always", "IfNotPresent":
+	default:
+		fail("-pull-policy must be Always or IfNotPresent, not %q", *pullPolicy)
+	}
 	if *root == "" {
 		dir, err := os.MkdirTemp("", "cri-kubelet-")
 		if err != nil {
@@ -180,14 +214,20 @@ func main() {
 		*logRoot = filepath.Join(*root, "log", "pods")
 	}
 
-	// Dialled as the kubelet dials (remote_runtime.go): the socket path is the target.
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	conn, err := grpc.DialContext(ctx, *socket, grpc.WithInsecure(),
+	// Connected as the kubelet connects (cri-client remote_runtime.go): a passthrough target,
+	// so that the dialer gets the socket path, and :authority "localhost".
+	connect := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 5 * time.Second}
+	connect.Backoff.BaseDelay = 100 * time.Millisecond
+	connect.Backoff.MaxDelay = 3 * time.Second
+	conn, err := grpc.NewClient("passthrough:///"+*socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", addr)
-		}))
-	cancel()
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16*1024*1024)),
+		grpc.WithConnectParams(connect))
 	if err != nil {
 		fail("cannot dial %s: %v", *socket, err)
 	}
@@ -207,6 +247,7 @@ func main() {
 			pauseImage:   *pauseImage,
 			cgroupParent: *cgroupParent,
 			hostNetwork:  *hostNetwork,
+			pullPolicy:   *pullPolicy,
 			root:         *root,
 			logRoot:      *logRoot,
 		},
@@ -228,6 +269,7 @@ type pod struct {
 	image, pauseImage    string
 	cgroupParent         string
 	hostNetwork          bool
+	pullPolicy           string
 	root, logRoot        string
 }
 
@@ -309,16 +351,40 @@ func (k *kubelet) run(podCIDR string) error {
 	})
 
 	imageSpec := &runtimeapi.ImageSpec{Image: applyDefaultTag(p.image), Annotations: copyMap(podConfig.Annotations)}
-	k.step("ImageStatus", func(ctx context.Context) (interface{}, error) {
-		return k.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: imageSpec})
-	})
-	k.step("PullImage", func(ctx context.Context) (interface{}, error) {
-		r, err := k.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: imageSpec, SandboxConfig: podConfig})
-		if err == nil {
-			imageRef = r.ImageRef
+	pulled := false
+	pull := func() {
+		k.step("PullImage", func(ctx context.Context) (interface{}, error) {
+			r, err := k.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: imageSpec, SandboxConfig: podConfig})
+			if err == nil {
+				pulled, imageRef = true, r.ImageRef
+			}
+			return r, err
+		})
+	}
+	size := func() {
+		k.step("ImageStatus(size)", func(ctx context.Context) (interface{}, error) {
+			return k.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: imageSpec})
+		})
+	}
+	present := false
+	if p.pullPolicy != "Always" {
+		k.step("ImageStatus", func(ctx context.Context) (interface{}, error) {
+			r, err := k.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: imageSpec})
+			if err == nil && r.Image != nil {
+				present, imageRef = true, r.Image.Id
+			}
+			return r, err
+		})
+	}
+	switch {
+	case p.pullPolicy == "":
+		pull()
+	case p.pullPolicy == "Always" || !present:
+		// The size is asked for only after a pull that succeeded.
+		if pull(); pulled {
+			size()
 		}
-		return r, err
-	})
+	}
 	var uid *int64
 	var username string
 	k.step("ImageStatus(user)", func(ctx context.Context) (interface{}, error) {
@@ -487,11 +553,8 @@ func (k *kubelet) containerConfig(podConfig *runtimeapi.PodSandboxConfig, imageR
 	sc := &runtimeapi.LinuxContainerSecurityContext{
 		NamespaceOptions: namespaceOptions(network),
 		Seccomp:          &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
-		MaskedPaths: []string{
-			"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-			"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
-		},
-		ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+		MaskedPaths:      maskedPaths(),
+		ReadonlyPaths:    []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
 	}
 	if uid != nil {
 		sc.RunAsUser = &runtimeapi.Int64Value{Value: *uid}
@@ -505,6 +568,9 @@ func (k *kubelet) containerConfig(podConfig *runtimeapi.PodSandboxConfig, imageR
 	if k.cgroupV2 {
 		// ConfigureNoSwap on cgroup v2 (the swap controller is there whenever memory is).
 		resources.Unified["memory.swap.max"] = "0"
+		// MemoryQoS (on by default since 1.37): no memory request, reservation policy None.
+		resources.Unified["memory.min"] = "0"
+		resources.Unified["memory.low"] = "0"
 	}
 
 	return &runtimeapi.ContainerConfig{
@@ -548,9 +614,55 @@ func serviceEnv() []*runtimeapi.KeyValue {
 	}
 	envs := make([]*runtimeapi.KeyValue, 0, len(pairs))
 	for _, kv := range pairs {
-		envs = append(envs, &runtimeapi.KeyValue{Key: kv[0], Value: kv[1]})
+		envs = append(envs, &runtimeapi.KeyValue{Key: kv[0], Value: []byte(kv[1])})
 	}
 	return envs
+}
+
+// maskedPaths is pkg/securitycontext's defaultMaskedPaths: a fixed list, then each possible
+// CPU's thermal_throttle directory that exists on this node.
+func maskedPaths() []string {
+	paths := []string{
+		"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+		"/sys/devices/virtual/powercap",
+	}
+	for _, cpu := range possibleCPUs() {
+		path := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/thermal_throttle", cpu)
+		if _, err := os.Stat(path); err == nil {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// possibleCPUs: the CPUs of /sys/devices/system/cpu/possible ("0-3,8"), else 0..NumCPU-1.
+func possibleCPUs() []int {
+	var cpus []int
+	data, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err == nil {
+		for _, r := range strings.Split(strings.TrimSpace(string(data)), ",") {
+			first, last, isRange := strings.Cut(r, "-")
+			if !isRange {
+				last = first
+			}
+			from, err1 := strconv.Atoi(first)
+			to, err2 := strconv.Atoi(last)
+			if err1 != nil || err2 != nil {
+				cpus = nil
+				break
+			}
+			for cpu := from; cpu <= to; cpu++ {
+				cpus = append(cpus, cpu)
+			}
+		}
+	}
+	if cpus == nil {
+		for cpu := 0; cpu < runtime.NumCPU(); cpu++ {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
 }
 
 // imageUser is getImageUser: the image's uid, else its user name, else root.

@@ -2,7 +2,7 @@
 
 package main
 
-import runtimeapi "cribridge/cri/v1alpha1"
+import runtimeapi "cribridge/clients/cri/v1alpha1"
 
 // apiVersion is sent in VersionRequest (as crictl does) and names the binary in diagnostics.
 const apiVersion = "v1alpha1"
