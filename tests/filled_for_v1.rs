@@ -17,15 +17,7 @@ type V1Runtime = v1::runtime_service_client::RuntimeServiceClient<tonic::transpo
 async fn a_v1alpha2_create_reaches_a_v1_runtime_with_the_image_as_the_client_named_it() {
     let pair = Pair::start("filled-image", &[V1], None).await;
     let mut old = V1alpha2Runtime::new(pair.channel());
-    let sandbox = v1alpha2::PodSandboxConfig {
-        metadata: Some(v1alpha2::PodSandboxMetadata {
-            name: "p".into(),
-            uid: "uid-p".into(),
-            namespace: "default".into(),
-            attempt: 0,
-        }),
-        ..Default::default()
-    };
+    let sandbox = common::v1alpha2_pod("p");
     let pod = old
         .run_pod_sandbox(v1alpha2::RunPodSandboxRequest {
             config: Some(sandbox.clone()),

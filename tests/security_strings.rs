@@ -17,15 +17,7 @@ type V1alpha2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<to
 type V1Runtime = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 
 fn sandbox() -> v1alpha2::PodSandboxConfig {
-    v1alpha2::PodSandboxConfig {
-        metadata: Some(v1alpha2::PodSandboxMetadata {
-            name: "p".into(),
-            uid: "uid-p".into(),
-            namespace: "default".into(),
-            attempt: 0,
-        }),
-        ..Default::default()
-    }
+    common::v1alpha2_pod("p")
 }
 
 #[allow(deprecated)]

@@ -196,3 +196,16 @@ pub async fn fill(runtime: &Runtime, containers: usize) {
         memory.create_container(create).unwrap();
     }
 }
+
+/// A v1alpha2 pod's config, named `name`, as an old client sends one.
+pub fn v1alpha2_pod(name: &str) -> cri_bridge::api::v1alpha2::PodSandboxConfig {
+    cri_bridge::api::v1alpha2::PodSandboxConfig {
+        metadata: Some(cri_bridge::api::v1alpha2::PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        ..Default::default()
+    }
+}

@@ -119,6 +119,20 @@ pub fn up_to_v1(
     }
 }
 
+/// A pod's seccomp string and profile on the way up to v1 ([`up_to_v1`]).
+pub fn sandbox_up_to_v1(dst: &mut v1::LinuxSandboxSecurityContext, cx: &mut crate::convert::Cx) {
+    let field = "LinuxSandboxSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+}
+
+/// A container's seccomp and AppArmor strings and profiles on the way up to v1 ([`up_to_v1`]).
+pub fn container_up_to_v1(dst: &mut v1::LinuxContainerSecurityContext, cx: &mut crate::convert::Cx) {
+    let field = "LinuxContainerSecurityContext.seccomp_profile_path";
+    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+    let field = "LinuxContainerSecurityContext.apparmor_profile";
+    up_to_v1(ProfileKind::AppArmor, field, &mut dst.apparmor_profile, &mut dst.apparmor, cx);
+}
+
 /// True when the deprecated string says what the profile says: a runtime that reads only the
 /// string (before 1.20) applies the same profile.
 pub fn string_carries(kind: ProfileKind, string: &str, profile: &Option<v1::SecurityProfile>) -> bool {

@@ -2,7 +2,7 @@
 //! Each hook receives the source with its generated fields already moved out, and the target
 //! with those fields filled in; it converts the fields its rule claims.
 
-use super::security_profile::{reconcile, up_to_v1, ProfileKind};
+use super::security_profile::{container_up_to_v1, reconcile, sandbox_up_to_v1, ProfileKind};
 use super::utf8_value;
 use crate::api::{v1 as new, v1alpha1 as old};
 use crate::convert::{Cx, IsSet, LossReason};
@@ -125,8 +125,7 @@ pub fn sandbox_security_context_to_v1(
     dst: &mut new::LinuxSandboxSecurityContext,
     cx: &mut Cx,
 ) {
-    let field = "LinuxSandboxSecurityContext.seccomp_profile_path";
-    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+    sandbox_up_to_v1(dst, cx);
 }
 
 pub fn sandbox_security_context_from_v1(
@@ -155,10 +154,7 @@ pub fn container_security_context_to_v1(
     dst: &mut new::LinuxContainerSecurityContext,
     cx: &mut Cx,
 ) {
-    let field = "LinuxContainerSecurityContext.seccomp_profile_path";
-    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
-    let field = "LinuxContainerSecurityContext.apparmor_profile";
-    up_to_v1(ProfileKind::AppArmor, field, &mut dst.apparmor_profile, &mut dst.apparmor, cx);
+    container_up_to_v1(dst, cx);
 }
 
 pub fn container_security_context_from_v1(

@@ -1,6 +1,6 @@
 //! Hand-written conversions between v1alpha2 and v1 (see `rules.rs` for why each exists).
 
-use super::security_profile::{reconcile, up_to_v1, ProfileKind};
+use super::security_profile::{container_up_to_v1, reconcile, sandbox_up_to_v1, ProfileKind};
 use super::utf8_value;
 use crate::api::{v1 as new, v1alpha2 as old};
 use crate::convert::Cx;
@@ -38,8 +38,7 @@ pub fn sandbox_security_context_to_v1(
     dst: &mut new::LinuxSandboxSecurityContext,
     cx: &mut Cx,
 ) {
-    let field = "LinuxSandboxSecurityContext.seccomp_profile_path";
-    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
+    sandbox_up_to_v1(dst, cx);
 }
 
 pub fn container_security_context_to_v1(
@@ -47,8 +46,5 @@ pub fn container_security_context_to_v1(
     dst: &mut new::LinuxContainerSecurityContext,
     cx: &mut Cx,
 ) {
-    let field = "LinuxContainerSecurityContext.seccomp_profile_path";
-    up_to_v1(ProfileKind::Seccomp, field, &mut dst.seccomp_profile_path, &mut dst.seccomp, cx);
-    let field = "LinuxContainerSecurityContext.apparmor_profile";
-    up_to_v1(ProfileKind::AppArmor, field, &mut dst.apparmor_profile, &mut dst.apparmor, cx);
+    container_up_to_v1(dst, cx);
 }
