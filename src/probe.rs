@@ -245,7 +245,7 @@ impl fmt::Display for ProbeReport {
             (false, true) => "through cri-bridge (which answers RuntimeConfig for it)",
             (false, false) => "not without emulate.runtime_config.cgroup_driver in cri-bridge (no RuntimeConfig)",
         };
-        writeln!(f, "  kubelet {:<15} {how}", "1.38 and newer")?;
+        writeln!(f, "  kubelet {:<15} {how}", "requiring RuntimeConfig (after 1.38.0-beta.0)")?;
         Ok(())
     }
 }

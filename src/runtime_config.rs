@@ -2,7 +2,9 @@
 //!
 //! The kubelet asks the runtime for its cgroup driver with `RuntimeService/RuntimeConfig` (CRI
 //! v1, Kubernetes 1.28). Kubelets 1.34–1.37 fall back to their own `cgroupDriver` on
-//! `UNIMPLEMENTED` and exit on any other error; from 1.38 a kubelet will not start without an
+//! `UNIMPLEMENTED` and exit on any other error (measured: 1.34.4, 1.37.2 and 1.38.0-beta.0 all
+//! still fall back; the kubelet's `CRILosingSupport` metric names 1.38.0, so a later release is
+//! expected to refuse to start without an
 //! answer. containerd 1.7 and older (and CRI-O before 1.28) lack the RPC, yet their cgroup
 //! driver is known: it is in their configuration. This module says what that driver is, from
 //! either the operator (`emulate.runtime_config.cgroup_driver`) or the runtime's own `Status`
@@ -241,9 +243,10 @@ impl From<v1::CgroupDriver> for CgroupDriver {
 /// runtime or by cri-bridge).
 pub fn kubelets(answered: bool) -> &'static str {
     if answered {
-        "kubelets 1.28+ take the cgroup driver from it; 1.38+ (which require it) can start"
+        "kubelets 1.28+ take the cgroup driver from it (including those expected to require it)"
     } else {
-        "kubelets 1.34–1.37 fall back to their own cgroupDriver; 1.38+ will not start \
+        "kubelets 1.34 to 1.38.0-beta.0 (measured) fall back to their own cgroupDriver; a kubelet that requires \
+         RuntimeConfig (announced for a release after 1.38.0-beta.0) will not start \
          (set emulate.runtime_config.cgroup_driver to the runtime's driver)"
     }
 }

@@ -105,7 +105,10 @@ async fn probe_reports_versions_and_kubelets() {
     // a kubelet 1.38 (which requires it) can start through cri-bridge.
     assert!(report.contains("RuntimeConfig: not served (no CRI v1)"), "{report}");
     assert!(report.contains("cri-bridge in front answers it: cgroup driver systemd (from the runtime's Status info"));
-    assert!(kubelet_line(&report, "1.38 and newer").starts_with("through cri-bridge"), "{report}");
+    assert!(
+        kubelet_line(&report, "requiring RuntimeConfig (after 1.38.0-beta.0)").starts_with("through cri-bridge"),
+        "{report}"
+    );
 
     runtime.stop().await;
 }

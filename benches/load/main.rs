@@ -7,7 +7,10 @@
 //!   serves only v1alpha2, the client still speaking v1;
 //! - `direct v1alpha2`: that v1alpha2 runtime asked directly, the baseline of `translating`;
 //! - `socat v1`: `socat UNIX-LISTEN:…,fork UNIX-CONNECT:…` in front of the v1 runtime, the
-//!   floor any L4 relay costs (skipped, saying so, if socat is not installed).
+//!   floor any L4 relay costs (skipped, saying so, if socat is not installed);
+//! - `nginx grpc_pass v1`: Debian's nginx in front of the v1 runtime, HTTP/2 in and `grpc_pass`
+//!   out over kept-alive upstream connections, one process: the L7 proxy an operator would pick
+//!   (skipped, saying so, if nginx is not installed).
 //!
 //! Both runtimes hold 1,000 containers in 1,000 pods, with labels and annotations as a kubelet
 //! sets them. Workloads, each run against every peer: `Version` with 1 and with 64 calls in

@@ -80,6 +80,37 @@ fn socat_installed() -> bool {
     std::process::Command::new("socat").arg("-V").output().is_ok_and(|o| o.status.success())
 }
 
+fn nginx_installed() -> bool {
+    std::process::Command::new("nginx").arg("-v").output().is_ok_and(|o| o.status.success())
+}
+
+/// Debian's nginx listening on `dir/<label>.sock` (HTTP/2), passing each call to `backend` with
+/// `grpc_pass` over kept-alive upstream connections: the L7 proxy an operator would pick. One
+/// process (`master_process off`), so that its CPU time is all in one pid.
+fn start_nginx(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
+    let socket = dir.join(format!("{label}.sock"));
+    let prefix = dir.join(label);
+    std::fs::create_dir_all(&prefix).expect("the nginx prefix");
+    let config = format!(
+        "daemon off;\nmaster_process off;\nuser root;\nworker_processes 1;\npid {prefix}/nginx.pid;\n\
+         error_log {prefix}/error.log warn;\nevents {{ worker_connections 1024; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {prefix}/body;\n  proxy_temp_path {prefix}/proxy;\n\
+           fastcgi_temp_path {prefix}/fastcgi;\n  uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;\n\
+           http2_max_concurrent_streams 1024;\n\
+           upstream runtime {{ server unix:{backend}; keepalive 64; }}\n\
+           server {{\n    listen unix:{socket} http2;\n    location / {{ grpc_pass grpc://runtime; }}\n  }}\n}}\n",
+        prefix = prefix.display(),
+        backend = backend.display(),
+        socket = socket.display(),
+    );
+    let conf = prefix.join("nginx.conf");
+    std::fs::write(&conf, config).expect("the nginx config");
+    let args = ["-p".to_string(), prefix.display().to_string(), "-c".to_string(), conf.display().to_string()];
+    let mut child = Child::guarded(&format!("nginx {label}"), "nginx", &args, &dir.join(format!("{label}.log")));
+    child.wait_for_socket(&socket);
+    (child, socket)
+}
+
 /// socat listening on `dir/<label>.sock`, relaying each connection to `backend`.
 fn start_socat(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
     let socket = dir.join(format!("{label}.sock"));
@@ -154,6 +185,13 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
     } else {
         eprintln!("socat is not installed (e.g. apt-get install socat): skipping the `socat v1` peer");
     }
+    if nginx_installed() {
+        let (nginx, nginx_socket) = start_nginx(&dir.0, "nginx", &v1_socket);
+        peers.push(peer("nginx grpc_pass v1", nginx_socket, Some(direct_v1), Some(nginx.pid), v1_pid));
+        children.push(nginx);
+    } else {
+        eprintln!("nginx is not installed (e.g. apt-get install nginx): skipping the `nginx grpc_pass v1` peer");
+    }
 
     if let Some(containerd) = containerd {
         add_containerd_peers(&dir.0, &containerd, &mut peers, &mut children);
@@ -185,5 +223,10 @@ fn add_containerd_peers(dir: &Path, socket: &Path, peers: &mut Vec<Peer>, childr
         let (socat, socat_socket) = start_socat(dir, "containerd-socat", socket);
         peers.push(peer("socat v1", socat_socket, Some(direct), Some(socat.pid)));
         children.push(socat);
+    }
+    if nginx_installed() {
+        let (nginx, nginx_socket) = start_nginx(dir, "containerd-nginx", socket);
+        peers.push(peer("nginx grpc_pass v1", nginx_socket, Some(direct), Some(nginx.pid)));
+        children.push(nginx);
     }
 }
