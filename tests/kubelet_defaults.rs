@@ -1,6 +1,6 @@
 //! What a kubelet of Kubernetes 1.37 sends for an ordinary pod, through cri-bridge, over
 //! every runtime row: the in-memory runtime serving v1, serving v1alpha2, and posing as a runtime
-//! cri-bridge does not know; real containerd 1.4.13, 1.6.20, 1.7.24 and 2.1.9. The calls are
+//! cri-bridge does not know; real containerd 1.4.13, 1.6.20, 1.7.24, 2.1.9 and 2.4.2. The calls are
 //! those of `tests/clients/go/kubelet.go` (`cri-kubelet-v1`, grpc-go 1.82 on k8s.io/cri-api 0.37.2,
 //! the kubelet's own stack), field by field as the kubelet 1.37.2 sets them: default security
 //! context, `userns_options { mode: NODE }`, seccomp RuntimeDefault, `user_specified_image`, its
@@ -15,7 +15,8 @@
 //! Then the Stream* list calls (`cri-streams-v1`, on cri-api 0.37.2's own v1): through cri-bridge to
 //! the in-memory runtime serving v1 every stream is OK and brings what the unary lists hold; to a
 //! runtime without them (the in-memory runtime serving v1alpha2, containerd 1.6.20) the first
-//! Recv of each ends UNIMPLEMENTED, which is what sends the kubelet to its unary fallback.
+//! Recv of each ends UNIMPLEMENTED, which is what sends the kubelet to its unary fallback; to
+//! containerd 2.4.2, which has them, each ends as it does natively.
 //!
 //! Each test prints its rows as a markdown table (`cargo test --test kubelet_defaults --
 //! --nocapture`). Prerequisites (missing ones fail, never skip): `bash tests/clients/go/build.sh`,
@@ -334,6 +335,12 @@ async fn a_default_pod_over_containerd_2_1() {
     print_and_check("kubelet 1.29–1.36 default pod, containerd 2.1 row", &rows);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_pod_over_containerd_2_4() {
+    let rows = vec![containerd_row(Build::V2_4).await];
+    print_and_check("kubelet 1.29–1.36 default pod, containerd 2.4 row", &rows);
+}
+
 /// The streams client's lines, by call.
 async fn streams(socket: &Path) -> Vec<Value> {
     let lines = run_client("cri-streams-v1", &["-socket".to_string(), socket.display().to_string()]).await;
@@ -445,6 +452,27 @@ async fn list_streams_pass_or_end_unimplemented() {
     let lines = streams(&bridge.socket).await;
     let label = format!("containerd {}", Build::System.runtime_version());
     unimplemented(&label, &lines, &mut failures);
+    rows.push((label, lines));
+    bridge.stop().await;
+    drop(containerd);
+
+    // A runtime that has them (containerd 2.4.2): each stream through cri-bridge ends as it does
+    // natively, with as many items.
+    let containerd = Containerd::start_build(Build::V2_4).await;
+    let native = streams(&containerd.socket).await;
+    let dir = TempDir::new("streams-ctd24");
+    let bridge = Bridge::start(common::config(&dir, &containerd.socket, None)).await;
+    let lines = streams(&bridge.socket).await;
+    let label = format!("containerd {}", Build::V2_4.runtime_version());
+    for (through, native) in lines.iter().zip(&native) {
+        let same = ["code", "end_code"].iter().all(|k| text(through, k) == text(native, k))
+            && through["items"] == native["items"];
+        if !same || text(native, "code") != "OK" {
+            failures
+                .push(format!("{label}: {through} through cri-bridge, {native} natively: expected OK, as natively"));
+        }
+    }
+    rows.push((format!("{label} natively"), native));
     rows.push((label, lines));
     bridge.stop().await;
     drop(containerd);

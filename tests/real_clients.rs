@@ -215,6 +215,9 @@ const EXPECTED_DIFFERENCES: &[Expected] = &[
     (V1alpha1, None, "ContainerStats", "stats.memory.rss_bytes", NOT_IN_V1ALPHA1),
     (V1alpha1, None, "ContainerStats", "stats.memory.usage_bytes", NOT_IN_V1ALPHA1),
     (V1alpha1, Some(Build::V1_7), "ListImages", "images[].pinned", NOT_IN_V1ALPHA1),
+    // Over containerd 2.4.2 the v1alpha1 session's fields are compared with 1.7.24's native
+    // v1alpha2 session (2.4 serves no v1alpha2), which pins the sandbox image as 2.4 does.
+    (V1alpha1, Some(Build::V2_4), "ListImages", "images[].pinned", NOT_IN_V1ALPHA1),
 ];
 
 const OLD_RUNTIME: &str = "containerd 1.4 (CRI of Kubernetes 1.19) does not report it";
@@ -501,6 +504,36 @@ async fn older_clients(client: Client, runtime: &Containerd) {
     through_bridge(client, V1alpha2, runtime, &v1alpha2, None).await;
     let v1alpha1 = native_session(client, V1alpha1, Native::Memory, &image).await;
     through_bridge(client, V1alpha1, runtime, &v1alpha1, Some(&v1alpha2)).await;
+}
+
+/// [`older_clients`] over a containerd that serves v1 only (2.4.2): no native v1alpha2 session of
+/// that build exists, so the v1alpha2 session through cri-bridge is compared with the native
+/// v1alpha2 session on `reference` (containerd 1.7.24, the newest build serving v1alpha2), and
+/// v1alpha1's as in `older_clients`.
+async fn older_clients_over_v1_only(client: Client, runtime: &Containerd, reference: &Containerd) {
+    let v1alpha2 = native_session(client, V1alpha2, Native::Containerd(reference), &image_for(client, reference)).await;
+    through_bridge(client, V1alpha2, runtime, &v1alpha2, None).await;
+    let v1alpha1 = native_session(client, V1alpha1, Native::Memory, &image_for(client, runtime)).await;
+    through_bridge(client, V1alpha1, runtime, &v1alpha1, Some(&v1alpha2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_go_every_version_over_containerd_2_4() {
+    let containerd = Containerd::start_build(Build::V2_4).await;
+    let image = image_for(Client::Go, &containerd);
+    let native = native_session(Client::Go, V1, Native::Containerd(&containerd), &image).await;
+    through_bridge(Client::Go, V1, &containerd, &native, None).await;
+    let reference = Containerd::start_build(Build::V1_7).await;
+    older_clients_over_v1_only(Client::Go, &containerd, &reference).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_every_version_over_containerd_2_4() {
+    let containerd = Containerd::start_build(Build::V2_4).await;
+    let native = native_session(Client::CCore, V1, Native::Containerd(&containerd), BUSYBOX_IMAGE).await;
+    through_bridge(Client::CCore, V1, &containerd, &native, None).await;
+    let reference = Containerd::start_build(Build::V1_7).await;
+    older_clients_over_v1_only(Client::CCore, &containerd, &reference).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

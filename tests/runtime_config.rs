@@ -2,8 +2,8 @@
 //! runc's `SystemdCgroup = false` and `true`: a v1 caller must be told the cgroup driver the
 //! runtime really uses, the same answer containerd 2.1.9 gives natively for the same setting
 //! (`CGROUPFS` for false, `SYSTEMD` for true), or `UNIMPLEMENTED` where cri-bridge cannot know it;
-//! never another driver, never another code. containerd 2.1.9 answers the call itself (cri-bridge
-//! forwards it); 1.6.20 and 1.7.24 answer `UNIMPLEMENTED` on v1 and 1.4.13 serves no v1 at all, so
+//! never another driver, never another code. containerd 2.1.9 and 2.4.2 answer the call
+//! themselves (cri-bridge forwards it); 1.6.20 and 1.7.24 answer `UNIMPLEMENTED` on v1 and 1.4.13 serves no v1 at all, so
 //! there cri-bridge must work the driver out itself, from the runtime's `Status` info.
 //!
 //! containerd 1.4.13 prints every runc options table as `{}` in that info, whatever it holds, so
@@ -82,6 +82,11 @@ async fn runtime_config_containerd_2_1() {
     both_settings(Build::V2_1, false).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_config_containerd_2_4() {
+    both_settings(Build::V2_4, false).await;
+}
+
 /// Both settings of `build` (with the legacy v1 shim as its default runtime or runc.v2), one after
 /// the other; every failure of both is reported together.
 async fn both_settings(build: Build, legacy_v1_shim: bool) {
@@ -127,13 +132,13 @@ async fn one_setting(build: Build, options: Options) -> Vec<String> {
         let mut direct = V1Runtime::new(ctd.direct_channel());
         let native = direct.runtime_config(v1::RuntimeConfigRequest {}).await;
         match (build, native) {
-            (Build::V2_1, Ok(answer)) => {
+            (Build::V2_1 | Build::V2_4, Ok(answer)) => {
                 let driver = answer.into_inner().linux.map(|l| l.cgroup_driver());
                 if driver != Some(expected) {
                     failures.push(format!("{row}: natively answers {driver:?}, not {expected:?}"));
                 }
             }
-            (Build::V2_1, Err(status)) => failures.push(format!("{row}: natively fails: {status:?}")),
+            (Build::V2_1 | Build::V2_4, Err(status)) => failures.push(format!("{row}: natively fails: {status:?}")),
             (_, Err(status)) if status.code() == Code::Unimplemented => {}
             (_, other) => failures.push(format!("{row}: expected UNIMPLEMENTED natively, got {other:?}")),
         }

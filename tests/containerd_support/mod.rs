@@ -5,16 +5,19 @@
 //! the test's own on 127.0.0.1 (`registry`). Stopped, with its shims and their containers, by
 //! `Drop`, so a panicking test leaves nothing running or mounted.
 //!
-//! Four containerd builds can be started (`Build`): the one on PATH (Debian bookworm's 1.6.20),
-//! and 1.4.13, 1.7.24 and 2.1.9 unpacked from other Debian suites by `tools/debian-unpack.sh`;
-//! each with runc's cgroups managed by cgroupfs (the default) or by systemd (`Options`).
+//! Five containerd builds can be started (`Build`): the one on PATH (Debian bookworm's 1.6.20),
+//! 1.4.13, 1.7.24 and 2.1.9 unpacked from other Debian suites by `tools/debian-unpack.sh`, and
+//! 2.4.2 built from source by `tools/go-peers.sh`; each with runc's cgroups managed by cgroupfs
+//! (the default) or by systemd (`Options`). For a conformance suite (critest), `Extras` gives pods
+//! a network of their own (CNI) and serves images under public names (`lookalikes`).
 #![allow(dead_code)]
 
+pub mod lookalikes;
 mod registry;
 
 use cri_bridge::api::{v1, v1alpha2};
 use cri_bridge::CriVersion::{self, V1alpha2, V1};
-pub use registry::Registry;
+pub use registry::{Image as RegistryImage, Registry};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
@@ -52,6 +55,10 @@ pub enum Build {
     /// `io.containerd.cri.v1.images`); it would also take the version 2 file, migrating it with a
     /// warning.
     V2_1,
+    /// containerd 2.4.2, built from source by `tools/go-peers.sh` (target/peers/containerd-2.4.2),
+    /// reporting `v2.4.2` as a release build does: CRI v1 only. Configured in version 3 of the
+    /// format like 2.1 (2.4 reads version 4 and migrates 3, logging that it did).
+    V2_4,
 }
 
 /// How a containerd is configured beyond the defaults every test shares.
@@ -79,6 +86,7 @@ impl Build {
             Build::V1_4 => Some(("bullseye", "target/debian/containerd-1.4.13")),
             Build::V1_7 => Some(("trixie", "target/debian/containerd-1.7.24")),
             Build::V2_1 => Some(("sid", "target/debian/containerd-2.1.9")),
+            Build::V2_4 => None,
         }
     }
 
@@ -89,6 +97,7 @@ impl Build {
             Build::V1_4 => "1.4.13~ds1",
             Build::V1_7 => "1.7.24~ds1",
             Build::V2_1 => "2.1.9+unknown",
+            Build::V2_4 => "v2.4.2",
         }
     }
 
@@ -97,15 +106,23 @@ impl Build {
         match self {
             Build::V1_4 => &[V1alpha2],
             Build::System | Build::V1_7 => &[V1, V1alpha2],
-            Build::V2_1 => &[V1],
+            Build::V2_1 | Build::V2_4 => &[V1],
         }
     }
 
     /// Plugins that would touch paths outside the test's directory (`opt` makes /opt/containerd,
     /// 2.1's `nri`, enabled by default there, listens on /var/run/nri/nri.sock) or cannot work
     /// here. Only ids the build has (`ctr plugins ls` with none disabled): 1.4.13 and 1.6.20 have
-    /// no otlp; 2.1.9 has no aufs and no zfs.
+    /// no otlp; 2.1.9 has no aufs and no zfs; 2.4.2, built without btrfs, zfs and devmapper, has
+    /// none of those (and `nri` enabled by default, as 2.1).
     fn disabled_plugins(self) -> Vec<&'static str> {
+        if self == Build::V2_4 {
+            return vec![
+                "io.containerd.internal.v1.opt",
+                "io.containerd.tracing.processor.v1.otlp",
+                "io.containerd.nri.v1.nri",
+            ];
+        }
         let mut ids = vec!["io.containerd.internal.v1.opt"];
         if self != Build::V2_1 {
             ids.push("io.containerd.snapshotter.v1.aufs");
@@ -127,12 +144,24 @@ impl Build {
     /// fails (never skips) with how to get it.
     fn bin_dir(self) -> PathBuf {
         const OWN: [&str; 3] = ["containerd", "ctr", "containerd-shim-runc-v2"];
+        let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+        if self == Build::V2_4 {
+            let bin = top.join("target/peers/containerd-2.4.2/bin");
+            let missing: Vec<&str> = OWN.into_iter().filter(|c| !bin.join(c).is_file()).collect();
+            assert!(
+                missing.is_empty(),
+                "containerd 2.4.2 is not built ({} missing in {}): run `bash tools/go-peers.sh` in {}",
+                missing.join(", "),
+                bin.display(),
+                top.display()
+            );
+            return bin;
+        }
         let Some((suite, dest)) = self.unpacked() else {
             let missing: Vec<&str> = OWN.into_iter().filter(|c| find_in_path(c).is_none()).collect();
             assert!(missing.is_empty(), "containerd tests need {} on PATH: {HOW_TO_INSTALL}", missing.join(", "));
             return find_in_path("containerd").unwrap().parent().unwrap().to_path_buf();
         };
-        let top = Path::new(env!("CARGO_MANIFEST_DIR"));
         let bin = top.join(dest).join("usr/bin");
         let missing: Vec<&str> = OWN.into_iter().filter(|c| !bin.join(c).is_file()).collect();
         assert!(
@@ -201,6 +230,11 @@ impl Containerd {
     /// Starts containerd `build` configured with `options`, waits until its CRI plugin answers,
     /// and imports the pause and busybox images.
     pub async fn start_with(build: Build, options: Options) -> Containerd {
+        Containerd::start_extended(build, options, Extras::default()).await
+    }
+
+    /// `start_with`, and what `extras` asks for beyond the defaults.
+    pub async fn start_extended(build: Build, options: Options, extras: Extras) -> Containerd {
         require_prerequisites();
         let bin = build.bin_dir();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -214,12 +248,23 @@ impl Containerd {
         for sub in ["root", "state", "runc", "cni-conf", "cni-bin", "pod-logs", "images"] {
             fs::create_dir_all(dir.join(sub)).unwrap();
         }
-        let registry = start_registry(&dir.join("images"));
+        let registry = start_registry(&dir.join("images"), extras.images);
         let socket = dir.join("c.sock");
         let config = dir.join("config.toml");
-        fs::write(&config, config_toml(build, options, &dir, &socket, &registry.host())).unwrap();
-        if build == Build::V2_1 {
-            write_hosts_toml(&dir, &registry.host());
+        let network = if extras.cni { Network::Cni(cni_bin_dir()) } else { Network::None };
+        // Where pulls go: the test registry under its own address, and under each mirrored host.
+        let registry_host = registry.host();
+        let hosts: Vec<&str> =
+            std::iter::once(registry_host.as_str()).chain(extras.mirrored_hosts.iter().copied()).collect();
+        let setup = Setup { network, hosts: &hosts, sandbox_image: extras.sandbox_image.unwrap_or(PAUSE_IMAGE) };
+        fs::write(&config, config_toml(build, options, &dir, &socket, &setup)).unwrap();
+        if uses_hosts_toml(build, &setup) {
+            for host in &hosts {
+                write_hosts_toml(&dir, host, &registry_host);
+            }
+        }
+        if let Network::Cni(_) = setup.network {
+            write_cni_conflist(&dir);
         }
         let log = dir.join("containerd.log");
         let mut containerd =
@@ -462,19 +507,109 @@ fn cri_plugin_failed(line: &str) -> bool {
         && (line.contains("io.containerd.grpc.v1.cri") || line.contains("io.containerd.cri.v1."))
 }
 
+/// What a containerd gets beyond the defaults every test shares (`Containerd::start_extended`):
+/// what a conformance suite such as critest needs.
+#[derive(Default)]
+pub struct Extras {
+    /// Pods that do not ask for the host network get a network namespace of their own, with an
+    /// interface and an address from CNI (`Network::Cni`); without it containerd refuses to run
+    /// them (no CNI configuration).
+    pub cni: bool,
+    /// More images for the test registry, each under its own repository and tags.
+    pub images: Vec<RegistryImage>,
+    /// Registry hosts (`registry.k8s.io`, `docker.io`, …) whose pulls go to the test registry
+    /// instead: `registry.k8s.io/e2e-test-images/busybox:1.29-2` is then fetched from the test
+    /// registry as repository `e2e-test-images/busybox`, tag `1.29-2`.
+    pub mirrored_hosts: Vec<&'static str>,
+    /// The image of every pod's sandbox container instead of `PAUSE_IMAGE` (pulled when first
+    /// needed, so it should be in `images`).
+    pub sandbox_image: Option<&'static str>,
+}
+
+/// How pods are networked.
+enum Network {
+    /// No CNI configuration: only pods on the host network run.
+    None,
+    /// The CNI plugins in this directory (`tools/go-peers.sh`), configured by `write_cni_conflist`.
+    Cni(PathBuf),
+}
+
+/// The parts of the configuration `Extras` change.
+struct Setup<'a> {
+    network: Network,
+    /// The registry hosts pulls may name: the test registry's own `127.0.0.1:PORT` first, then
+    /// the mirrored ones, all served by the test registry.
+    hosts: &'a [&'a str],
+    /// `PAUSE_IMAGE` or `Extras::sandbox_image`.
+    sandbox_image: &'a str,
+}
+
+/// Whether the registry hosts are configured by `hosts.toml` files under `config_path`
+/// (`write_hosts_toml`) rather than by `mirrors`: always on 2.x; on 1.6 and 1.7 when public hosts
+/// are mirrored, because a `mirrors` endpoint that lacks an image falls back to the public host
+/// itself, which a `hosts.toml` whose `server` is the test registry never does; 1.4 has only
+/// `mirrors`.
+fn uses_hosts_toml(build: Build, setup: &Setup) -> bool {
+    match build {
+        Build::V2_1 | Build::V2_4 => true,
+        Build::V1_4 => false,
+        Build::System | Build::V1_7 => setup.hosts.len() > 1,
+    }
+}
+
+/// The CNI plugins `tools/go-peers.sh` builds; fails (never skips) with how to get them.
+fn cni_bin_dir() -> PathBuf {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = top.join("target/peers/cni-1.10.0/bin");
+    let missing: Vec<&str> = ["loopback", "tap", "host-local"].into_iter().filter(|p| !bin.join(p).is_file()).collect();
+    assert!(
+        missing.is_empty(),
+        "the CNI plugins are not built ({} missing in {}): run `bash tools/go-peers.sh` in {}",
+        missing.join(", "),
+        bin.display(),
+        top.display()
+    );
+    bin
+}
+
+/// `cni-conf/10-cri-bridge-test.conflist` under `dir`: each pod gets a `tap` interface (`eth0`, a
+/// tap device no process holds, inside the pod's network namespace only: no bridge, veth, route or
+/// iptables rule on the host) with an address from `host-local`, whose leases stay under `dir`.
+/// The addresses are loopback ones (127.213.0.0/16): a pod reaches its own, and whatever the host
+/// sends to one stays on the host (answered by nothing), never routed off the machine.
+/// containerd adds the loopback itself. CNI 0.4.0, the newest containerd 1.4's libcni reads.
+fn write_cni_conflist(dir: &Path) {
+    let conflist = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "cri-bridge-test",
+        "plugins": [{
+            "type": "tap",
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{ "subnet": "127.213.0.0/16" }]],
+                "dataDir": dir.join("cni-ipam"),
+            },
+        }],
+    });
+    fs::write(dir.join("cni-conf/10-cri-bridge-test.conflist"), serde_json::to_vec_pretty(&conflist).unwrap()).unwrap();
+}
+
 /// The containerd configuration: everything under `dir`, CRI with the native snapshotter, and
-/// the test registry at `registry` (`127.0.0.1:PORT`) as a plain-HTTP mirror of itself. Version 2
-/// of the format is read by every build from 1.3 on; each key below is in 1.4.13's CRI config
-/// (`containerd config dump` shows them all taken). 2.1 gets the same in version 3
-/// (`config_toml_v3`).
-fn config_toml(build: Build, options: Options, dir: &Path, socket: &Path, registry: &str) -> String {
-    if build == Build::V2_1 {
-        return config_toml_v3(build, options, dir, socket);
+/// the test registry (`setup.hosts[0]`, `127.0.0.1:PORT`) as a plain-HTTP mirror of itself and of
+/// each other host in `setup.hosts`. Version 2 of the format is read by every build from 1.3 on;
+/// each key below is in 1.4.13's CRI config (`containerd config dump` shows them all taken). 2.x
+/// gets the same in version 3 (`config_toml_v3`).
+fn config_toml(build: Build, options: Options, dir: &Path, socket: &Path, setup: &Setup) -> String {
+    if matches!(build, Build::V2_1 | Build::V2_4) {
+        return config_toml_v3(build, options, dir, socket, setup);
     }
     let d = dir.display();
     let s = socket.display();
     let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
     let systemd_cgroup = options.systemd_cgroup;
+    let (cni_comment, cni_bin) = cni_parts(dir, &setup.network);
+    let registry_tables = registry_tables_v2(build, dir, setup);
+    let sandbox_image = setup.sandbox_image;
     // The default runtime: runc.v2 with its options table, or the legacy v1 shim, whose driver is
     // the plugin-wide `systemd_cgroup` (see `Options::legacy_v1_shim`).
     let (plugin_wide, runtime) = if options.legacy_v1_shim {
@@ -514,7 +649,7 @@ disabled_plugins = [{disabled}
   level = "info"
 
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+  sandbox_image = "{sandbox_image}"
   # No CAP_SYS_RESOURCE here: without this every sandbox fails with
   # "can't get final child's PID from pipe" (runc cannot lower oom_score_adj).
   restrict_oom_score_adj = true
@@ -530,19 +665,52 @@ disabled_plugins = [{disabled}
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
 {runtime}
 
-  # Empty: pods use the host network, CNI is never called.
+  {cni_comment}
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{d}/cni-bin"
+    bin_dir = "{cni_bin}"
     conf_dir = "{d}/cni-conf"
+{registry_tables}"#
+    )
+}
 
+/// The CNI section's comment and `bin_dir`.
+fn cni_parts(dir: &Path, network: &Network) -> (&'static str, String) {
+    match network {
+        Network::None => {
+            ("# Empty: pods use the host network, CNI is never called.", dir.join("cni-bin").display().to_string())
+        }
+        Network::Cni(bin) => ("# A tap interface per pod (write_cni_conflist).", bin.display().to_string()),
+    }
+}
+
+/// The registry tables of the version 2 format.
+fn registry_tables_v2(build: Build, dir: &Path, setup: &Setup) -> String {
+    if uses_hosts_toml(build, setup) {
+        return format!(
+            r#"
+  # Every host pulls may name, by a hosts.toml under config_path (write_hosts_toml).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{}/certs.d"
+"#,
+            dir.display()
+        );
+    }
+    let registry = setup.hosts[0];
+    let mut tables = String::from(
+        r#"
   # Plain HTTP to the test registry. All three builds already default to HTTP for a loopback
   # host (a pull passes without this table); the mirror says so explicitly, as a registry on any
   # other host would need. `mirrors` is the one form all three read (1.6 and 1.7 log it as
-  # deprecated in favour of `config_path`, which 1.4 lacks).
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
-    endpoint = ["http://{registry}"]
-"#
-    )
+  # deprecated in favour of `config_path`, which 1.4 lacks). A mirrored public host (1.4 only)
+  # would fall back to the host itself for an image the test registry lacks.
+"#,
+    );
+    for host in setup.hosts {
+        tables.push_str(&format!(
+            "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"{host}\"]\n    endpoint = [\"http://{registry}\"]\n"
+        ));
+    }
+    tables
 }
 
 /// The configuration of `config_toml` in version 3 of the format, as containerd 2.x writes it
@@ -551,12 +719,14 @@ disabled_plugins = [{disabled}
 /// only the streaming server left in `io.containerd.grpc.v1.cri`. The registry is configured the
 /// 2.x way, by a `hosts.toml` under `config_path` (`write_hosts_toml`): 2.x still reads
 /// `mirrors`, but then falls back from the transfer service to its deprecated local pull.
-fn config_toml_v3(build: Build, options: Options, dir: &Path, socket: &Path) -> String {
+fn config_toml_v3(build: Build, options: Options, dir: &Path, socket: &Path, setup: &Setup) -> String {
     assert!(!options.legacy_v1_shim, "containerd {} has no legacy v1 shim", build.runtime_version());
     let d = dir.display();
     let s = socket.display();
     let disabled: String = build.disabled_plugins().iter().map(|id| format!("\n  \"{id}\",")).collect();
     let systemd_cgroup = options.systemd_cgroup;
+    let (cni_comment, cni_bin) = cni_parts(dir, &setup.network);
+    let sandbox_image = setup.sandbox_image;
     let arch = go_arch();
     format!(
         r#"version = 3
@@ -578,7 +748,7 @@ disabled_plugins = [{disabled}
   snapshotter = "native"
 
   [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = "{PAUSE_IMAGE}"
+    sandbox = "{sandbox_image}"
 
   [plugins."io.containerd.cri.v1.images".registry]
     config_path = "{d}/certs.d"
@@ -599,9 +769,9 @@ disabled_plugins = [{disabled}
         Root = "{d}/runc"
         SystemdCgroup = {systemd_cgroup}
 
-  # Empty: pods use the host network, CNI is never called.
+  {cni_comment}
   [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["{d}/cni-bin"]
+    bin_dirs = ["{cni_bin}"]
     conf_dir = "{d}/cni-conf"
 
 [plugins."io.containerd.grpc.v1.cri"]
@@ -618,10 +788,11 @@ disabled_plugins = [{disabled}
     )
 }
 
-/// `certs.d/<registry>/hosts.toml` under `dir`: the test registry over plain HTTP, for
-/// `config_toml_v3`'s `config_path`.
-fn write_hosts_toml(dir: &Path, registry: &str) {
-    let hosts = dir.join("certs.d").join(registry);
+/// `certs.d/<host>/hosts.toml` under `dir`: pulls naming `host` go to the test registry
+/// (`registry`) over plain HTTP, for `config_path`. The test registry is the `server` too, so a
+/// pull it cannot serve fails there rather than going on to the public host.
+fn write_hosts_toml(dir: &Path, host: &str, registry: &str) {
+    let hosts = dir.join("certs.d").join(host);
     fs::create_dir_all(&hosts).unwrap();
     let text = format!(
         "server = \"http://{registry}\"\n\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
@@ -690,14 +861,21 @@ fn image_config(tag: &str, entrypoint: &[&str], layer_digest: &str) -> Vec<u8> {
 }
 
 /// The test registry, serving busybox (the layer the docker-archives hold, with a config of its
-/// own) as `cri-bridge/busybox:1`.
-fn start_registry(images: &Path) -> Registry {
+/// own) as `cri-bridge/busybox:1`, and `extra`.
+fn start_registry(images: &Path, extra: Vec<RegistryImage>) -> Registry {
     let layer = busybox_layer(images);
     let layer_digest = sha256_file(&layer);
     let layer = fs::read(layer).unwrap();
     let label = format!("{PULLABLE_REPOSITORY}:{PULLABLE_TAG} in the test registry");
     let config = image_config(&label, &["/bin/sh"], &layer_digest);
-    Registry::start(PULLABLE_REPOSITORY, PULLABLE_TAG, config, layer, |bytes| sha256_bytes(images, bytes))
+    let pullable = RegistryImage {
+        repository: PULLABLE_REPOSITORY.into(),
+        tags: vec![PULLABLE_TAG.into()],
+        config,
+        layers: vec![layer],
+    };
+    let all = std::iter::once(pullable).chain(extra).collect();
+    Registry::start_many(all, |bytes| sha256_bytes(images, bytes))
 }
 
 /// The one layer (an uncompressed tar), built once per directory.

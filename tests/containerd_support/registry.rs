@@ -1,6 +1,6 @@
 //! A tiny read-only OCI distribution registry on 127.0.0.1, so that `PullImage` can be tested
-//! without the network: one repository, one tag, one image (an OCI manifest, an OCI config and one
-//! uncompressed layer), served over plain HTTP/1.1 from a thread with `std::net`.
+//! without the network: images (each an OCI manifest, an OCI config and uncompressed layers)
+//! under their repositories and tags, served over plain HTTP/1.1 from a thread with `std::net`.
 //!
 //! Only what a pull needs is answered: `GET /v2/`, `HEAD`/`GET` of the manifest by tag or digest
 //! and of each blob by digest. Everything else is 404 (or 405 for other methods), which is also
@@ -25,11 +25,19 @@ struct Blob {
     bytes: Vec<u8>,
 }
 
+/// One image to serve: its config (an OCI image config) and layers (tars, bottom first), under
+/// `repository` with each of `tags`.
+pub struct Image {
+    pub repository: String,
+    pub tags: Vec<String>,
+    pub config: Vec<u8>,
+    pub layers: Vec<Vec<u8>>,
+}
+
 struct Content {
-    repository: String,
-    tag: String,
-    manifest: Blob,
-    /// The config and the layer.
+    /// `repository` → reference (a tag, or the manifest's digest) → the manifest's digest.
+    manifests: HashMap<String, HashMap<String, String>>,
+    /// Manifests, configs and layers.
     blobs: HashMap<String, Blob>,
     /// `METHOD path status`, in arrival order: what the runtime actually fetched.
     requests: Mutex<Vec<String>>,
@@ -38,6 +46,8 @@ struct Content {
 pub struct Registry {
     addr: SocketAddr,
     content: Arc<Content>,
+    /// The first image's `repository:tag` (`reference`) and config digest (`image_id`).
+    first: String,
     config_digest: String,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -53,27 +63,44 @@ impl Registry {
         layer: Vec<u8>,
         sha256: impl Fn(&[u8]) -> String,
     ) -> Self {
+        let image = Image { repository: repository.into(), tags: vec![tag.into()], config, layers: vec![layer] };
+        Registry::start_many(vec![image], sha256)
+    }
+
+    /// Serves every image of `images` (at least one); `reference` and `image_id` are the first's,
+    /// with its first tag. Images may share layers, and repositories.
+    pub fn start_many(images: Vec<Image>, sha256: impl Fn(&[u8]) -> String) -> Self {
         let blob =
             |media_type, bytes: Vec<u8>| Blob { digest: format!("sha256:{}", sha256(&bytes)), media_type, bytes };
-        let config = blob(CONFIG_TYPE, config);
-        let layer = blob(LAYER_TYPE, layer);
         let descriptor =
             |b: &Blob| serde_json::json!({ "mediaType": b.media_type, "digest": b.digest, "size": b.bytes.len() });
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_TYPE,
-            "config": descriptor(&config),
-            "layers": [descriptor(&layer)],
-        });
-        let manifest = blob(MANIFEST_TYPE, serde_json::to_vec(&manifest).unwrap());
-        let config_digest = config.digest.clone();
-        let content = Arc::new(Content {
-            repository: repository.to_string(),
-            tag: tag.to_string(),
-            manifest,
-            blobs: [config, layer].into_iter().map(|b| (b.digest.clone(), b)).collect(),
-            requests: Mutex::new(Vec::new()),
-        });
+        let mut manifests: HashMap<String, HashMap<String, String>> = HashMap::new();
+        let mut blobs = HashMap::new();
+        let mut first = None;
+        for image in images {
+            let config = blob(CONFIG_TYPE, image.config);
+            let layers: Vec<Blob> = image.layers.into_iter().map(|l| blob(LAYER_TYPE, l)).collect();
+            let manifest = serde_json::json!({
+                "schemaVersion": 2,
+                "mediaType": MANIFEST_TYPE,
+                "config": descriptor(&config),
+                "layers": layers.iter().map(descriptor).collect::<Vec<_>>(),
+            });
+            let manifest = blob(MANIFEST_TYPE, serde_json::to_vec(&manifest).unwrap());
+            let references = manifests.entry(image.repository.clone()).or_default();
+            for reference in image.tags.iter().chain([&manifest.digest]) {
+                references.insert(reference.clone(), manifest.digest.clone());
+            }
+            if first.is_none() {
+                let tag = image.tags.first().expect("an image with a tag").clone();
+                first = Some((format!("{}:{tag}", image.repository), config.digest.clone()));
+            }
+            for b in [manifest, config].into_iter().chain(layers) {
+                blobs.insert(b.digest.clone(), b);
+            }
+        }
+        let (first, config_digest) = first.expect("at least one image");
+        let content = Arc::new(Content { manifests, blobs, requests: Mutex::new(Vec::new()) });
 
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test registry on 127.0.0.1");
         let addr = listener.local_addr().unwrap();
@@ -92,7 +119,7 @@ impl Registry {
                 }
             })
         };
-        Registry { addr, content, config_digest, stop, thread: Some(thread) }
+        Registry { addr, content, first, config_digest, stop, thread: Some(thread) }
     }
 
     /// `127.0.0.1:PORT`, the registry host of the references it serves.
@@ -100,9 +127,9 @@ impl Registry {
         self.addr.to_string()
     }
 
-    /// The reference to pull: `127.0.0.1:PORT/repository:tag`.
+    /// The reference to pull (the first image): `127.0.0.1:PORT/repository:tag`.
     pub fn reference(&self) -> String {
-        format!("{}/{}:{}", self.host(), self.content.repository, self.content.tag)
+        format!("{}/{}", self.host(), self.first)
     }
 
     /// The image's ID as the CRI reports it (the config's digest).
@@ -190,15 +217,22 @@ enum Found<'a> {
 }
 
 impl Content {
+    /// `/v2/<repository>/manifests/<reference>` or `/v2/<repository>/blobs/<digest>`; a
+    /// repository's name may hold slashes. A blob is served from any repository this registry
+    /// has (as registries that share storage do).
     fn lookup(&self, path: &str) -> Option<Found<'_>> {
         if path == "/v2/" || path == "/v2" {
             return Some(Found::Root);
         }
-        let rest = path.strip_prefix("/v2/")?.strip_prefix(self.repository.as_str())?;
-        if let Some(reference) = rest.strip_prefix("/manifests/") {
-            return (reference == self.tag || reference == self.manifest.digest).then_some(Found::Blob(&self.manifest));
+        let rest = path.strip_prefix("/v2/")?;
+        if let Some((repository, reference)) = rest.rsplit_once("/manifests/") {
+            let digest = self.manifests.get(repository)?.get(reference)?;
+            return self.blobs.get(digest).map(Found::Blob);
         }
-        let digest = rest.strip_prefix("/blobs/")?;
+        let (repository, digest) = rest.rsplit_once("/blobs/")?;
+        if !self.manifests.contains_key(repository) {
+            return None;
+        }
         self.blobs.get(digest).map(Found::Blob)
     }
 }
