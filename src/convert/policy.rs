@@ -15,7 +15,8 @@ use crate::version::CriVersion;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -100,7 +101,17 @@ pub struct LossPolicy {
     pub counters: LossCounters,
     /// Told of each loss (`cri_bridge_losses_total`), when the proxy counts them.
     observer: Option<Arc<dyn LossObserver>>,
+    /// When each field was last warned of, and how many warnings of it were held back since: a
+    /// kubelet sets some advisory fields on every pod, and a warning per pod would bury the log.
+    warned: Mutex<HashMap<String, (Instant, u64)>>,
 }
+
+/// A field is warned of at most this often; the warnings in between are counted, and named in
+/// the next one (the metrics count every loss).
+pub const WARN_EVERY: Duration = Duration::from_secs(600);
+
+/// Fields whose warnings are held back at once, at most (unknown field numbers are caller-chosen).
+const WARNED_FIELDS: usize = 1024;
 
 impl fmt::Debug for LossPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -146,6 +157,30 @@ impl LossPolicy {
         }
     }
 
+    /// Whether `field` is due a warning now (none in the last [`WARN_EVERY`]), and how many were
+    /// held back since the last one.
+    fn due(&self, field: &str) -> Option<u64> {
+        self.due_at(field, Instant::now())
+    }
+
+    fn due_at(&self, field: &str, now: Instant) -> Option<u64> {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, held_back)) = warned.get_mut(field) {
+            if now.saturating_duration_since(*at) < WARN_EVERY {
+                *held_back += 1;
+                return None;
+            }
+            let since = std::mem::take(held_back);
+            *at = now;
+            return Some(since);
+        }
+        if warned.len() >= WARNED_FIELDS {
+            warned.clear();
+        }
+        warned.insert(field.to_string(), (now, 0));
+        Some(0)
+    }
+
     /// Counts fields dropped from answers: expected, so allowed without being judged one by one.
     pub fn count_response_losses(&self, count: usize) {
         if count > 0 {
@@ -170,7 +205,9 @@ impl LossPolicy {
                 Action::Reject => rejected.push(loss),
                 Action::Warn => {
                     self.counters.warned.fetch_add(1 + loss.more, Ordering::Relaxed);
-                    tracing::warn!(rpc, %runtime, %loss, "{}", fate(&loss));
+                    if let Some(held_back) = self.due(&loss.field) {
+                        tracing::warn!(rpc, %runtime, %loss, held_back, "{}", fate(&loss));
+                    }
                 }
                 Action::Allow => {
                     self.counters.allowed.fetch_add(1 + loss.more, Ordering::Relaxed);
@@ -248,5 +285,23 @@ pub fn check_key(key: &str) -> Result<(), String> {
         Err(format!(
             "{key:?} is not the path of a request field in any CRI version (expected `Message.field` or a path)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_is_warned_of_once_in_a_while_and_the_rest_counted() {
+        let policy = LossPolicy::default();
+        assert_eq!(policy.due("ImageSpec.user_specified_image"), Some(0), "the first time");
+        assert_eq!(policy.due("ImageSpec.user_specified_image"), None, "held back");
+        assert_eq!(policy.due("ImageSpec.user_specified_image"), None);
+        assert_eq!(policy.due("LinuxPodSandboxConfig.overhead"), Some(0), "another field is its own");
+        // Once WARN_EVERY has passed, the next warning names how many were held back.
+        let later = Instant::now() + WARN_EVERY;
+        assert_eq!(policy.due_at("ImageSpec.user_specified_image", later), Some(2));
+        assert_eq!(policy.due_at("ImageSpec.user_specified_image", later), None);
     }
 }
