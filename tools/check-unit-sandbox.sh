@@ -19,15 +19,20 @@
 # verify` checks the unit's syntax (tools/check-package.sh) and `systemd-analyze security
 # --offline=true` its exposure, printed here.
 #
-# Usage: tools/check-unit-sandbox.sh [BINARY]   (default target/release/cri-bridge)
+# Usage: tools/check-unit-sandbox.sh [BINARY]   (default: target/release/cri-bridge if built, else
+# target/debug/cri-bridge, which `cargo test` builds)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-bin=${1:-$top/target/release/cri-bridge}
+bin=${1:-}
+if [ -z "$bin" ]; then
+  bin=$top/target/release/cri-bridge
+  [ -x "$bin" ] || bin=$top/target/debug/cri-bridge
+fi
 session=$top/target/clients/bin/cri-session-v1
 unit=$top/contrib/cri-bridge.service
 die() { echo "check-unit-sandbox.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it makes a mount namespace)"
-[ -x "$bin" ] || die "$bin is missing: cargo build --release"
+[ -x "$bin" ] || die "$bin is missing: cargo build (or cargo test)"
 [ -x "$session" ] || die "$session is missing: bash tests/clients/go/build.sh"
 for tool in unshare setpriv systemd-analyze; do command -v "$tool" >/dev/null || die "$tool is missing"; done
 
