@@ -50,8 +50,11 @@ made_run_dir=false
 [ -d /run/cri-bridge ] || made_run_dir=true
 trap 'rm -rf "$work"; if $made_run_dir; then rmdir /run/cri-bridge 2>/dev/null || true; fi' EXIT
 mkdir -p /run/cri-bridge "$work/run" "$work/tmp"
-# The session client, where uid 65534 may run it (the checkout may be in a 0700 home).
+# The binary and the session client where the sandbox sees them (the checkout may be under /tmp,
+# which the sandbox replaces with its own) and uid 65534 may run them (or in a 0700 home).
 install -m 0755 "$session" "$work/cri-session-v1"
+install -m 0755 "$bin" "$work/cri-bridge"
+bin=$work/cri-bridge
 
 # run_in_sandbox CAPS: serves, then runs the quick start; prints the exe of the uid-65534 caller.
 run_in_sandbox() {
