@@ -86,7 +86,8 @@ fn nginx_installed() -> bool {
 
 /// Debian's nginx listening on `dir/<label>.sock` (HTTP/2), passing each call to `backend` with
 /// `grpc_pass` over kept-alive upstream connections: the L7 proxy an operator would pick. One
-/// process (`master_process off`), so that its CPU time is all in one pid.
+/// process (`master_process off`), so that its CPU time is all in one pid; no request limit on a
+/// connection (nginx's default of 1,000 would close the benchmark's one connection).
 fn start_nginx(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
     let socket = dir.join(format!("{label}.sock"));
     let prefix = dir.join(label);
@@ -94,10 +95,11 @@ fn start_nginx(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
     let config = format!(
         "daemon off;\nmaster_process off;\nuser root;\nworker_processes 1;\npid {prefix}/nginx.pid;\n\
          error_log {prefix}/error.log warn;\nevents {{ worker_connections 1024; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {prefix}/body;\n  proxy_temp_path {prefix}/proxy;\n\
+         http {{\n  access_log off;\n  keepalive_requests 4294967295;\n  keepalive_timeout 3600s;\n\
+           client_body_temp_path {prefix}/body;\n  proxy_temp_path {prefix}/proxy;\n\
            fastcgi_temp_path {prefix}/fastcgi;\n  uwsgi_temp_path {prefix}/uwsgi;\n  scgi_temp_path {prefix}/scgi;\n\
            http2_max_concurrent_streams 1024;\n\
-           upstream runtime {{ server unix:{backend}; keepalive 64; }}\n\
+           upstream runtime {{ server unix:{backend}; keepalive 64; keepalive_requests 4294967295; }}\n\
            server {{\n    listen unix:{socket} http2;\n    location / {{ grpc_pass grpc://runtime; }}\n  }}\n}}\n",
         prefix = prefix.display(),
         backend = backend.display(),
