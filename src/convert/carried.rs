@@ -4,7 +4,7 @@
 //! node without swap). Either way no refusal is needed; the first is no loss at all, the second
 //! is passed and counted.
 
-use super::wire::{next, Found};
+use super::wire::{last_bytes, last_varint, Found};
 use crate::api::{FieldInfo, MessageInfo};
 
 /// A set field the runtime does not read, whose meaning reaches it all the same: a
@@ -57,29 +57,4 @@ pub(super) fn no_effect_here(
         }
         _ => None,
     }
-}
-
-/// The value of the last occurrence of varint field `number` in `message` (the one a decoder
-/// keeps).
-fn last_varint(message: &[u8], number: u32) -> Option<u64> {
-    let mut rest = message;
-    let mut last = None;
-    while let Ok(found) = next(&mut rest) {
-        if found.number == number && found.wire_type == 0 {
-            last = Some(found.varint);
-        }
-    }
-    last
-}
-
-/// The payload of the last occurrence of length-delimited field `number` in `message`.
-fn last_bytes(message: &[u8], number: u32) -> Option<&[u8]> {
-    let mut rest = message;
-    let mut last = None;
-    while let Ok(found) = next(&mut rest) {
-        if found.number == number && found.wire_type == 2 {
-            last = Some(found.value);
-        }
-    }
-    last
 }

@@ -14,11 +14,6 @@
 use crate::api::v1;
 use prost::Message;
 
-/// The RPCs whose v1 requests are filled.
-pub fn fills(method: &str) -> bool {
-    method == "CreateContainer"
-}
-
 /// `request` (a v1 request of `method`, converted from an older version) with the fields above
 /// filled; `None` when nothing needed filling (or it does not decode: the runtime says so).
 pub fn for_v1_runtime(method: &str, request: &[u8]) -> Option<Vec<u8>> {

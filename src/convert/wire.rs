@@ -69,9 +69,21 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     Some(value)
 }
 
-/// The last occurrence of top-level string field `number` in `message` (the one a decoder
-/// keeps), if it is valid UTF-8.
-pub fn string_field(message: &[u8], number: u32) -> Option<String> {
+/// The value of the last occurrence of varint field `number` in `message` (the one a decoder
+/// keeps).
+pub fn last_varint(message: &[u8], number: u32) -> Option<u64> {
+    let mut rest = message;
+    let mut last = None;
+    while let Ok(found) = next(&mut rest) {
+        if found.number == number && found.wire_type == 0 {
+            last = Some(found.varint);
+        }
+    }
+    last
+}
+
+/// The payload of the last occurrence of length-delimited field `number` in `message`.
+pub fn last_bytes(message: &[u8], number: u32) -> Option<&[u8]> {
     let mut rest = message;
     let mut last = None;
     while let Ok(found) = next(&mut rest) {
@@ -79,5 +91,11 @@ pub fn string_field(message: &[u8], number: u32) -> Option<String> {
             last = Some(found.value);
         }
     }
-    last.and_then(|v| std::str::from_utf8(v).ok()).map(str::to_string)
+    last
+}
+
+/// The last occurrence of top-level string field `number` in `message` (the one a decoder
+/// keeps), if it is valid UTF-8.
+pub fn string_field(message: &[u8], number: u32) -> Option<String> {
+    last_bytes(message, number).and_then(|v| std::str::from_utf8(v).ok()).map(str::to_string)
 }

@@ -187,7 +187,7 @@ impl Forwarder {
             let mut cx = Cx::new();
             // The same message on both sides passes as it came (`convert::copy`).
             let mut converted = plan.request.convert(body, &mut cx).map_err(|e| bad(e.to_string()))?;
-            if found.version == CriVersion::V1 && crate::convert::fill::fills(rpc.info.method) {
+            if found.version == CriVersion::V1 {
                 if let Some(filled) = crate::convert::fill::for_v1_runtime(rpc.info.method, &converted) {
                     converted = Cow::Owned(filled);
                 }

@@ -113,7 +113,7 @@ impl Open {
         self.next_id += 1;
         let activity = Arc::new(Activity::new(epoch));
         self.live.insert(id, Live { uid, activity: activity.clone(), heir: None });
-        Admitted { open: shared.clone(), id, uid, activity, epoch }
+        Admitted { open: shared.clone(), id, uid, activity }
     }
 
     /// The connection to reclaim for a newcomer of `uid` (`None`: any uid): the longest idle of
@@ -171,7 +171,6 @@ pub struct Admitted {
     id: u64,
     uid: u32,
     activity: Arc<Activity>,
-    epoch: Instant,
 }
 
 impl Admitted {
@@ -192,7 +191,7 @@ impl Drop for Admitted {
             if room {
                 release_uid(&mut open, self.uid);
                 *open.per_uid.entry(heir_uid).or_default() += 1;
-                let admitted = open.register(&self.open, heir_uid, self.epoch);
+                let admitted = open.register(&self.open, heir_uid, self.activity.epoch);
                 // Sent with the lock released: a newcomer that gave up drops it, which locks.
                 drop(open);
                 let _ = to.send(admitted);
