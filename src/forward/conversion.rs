@@ -51,10 +51,14 @@ impl Forwarder {
         if found.profile.blocked_by_handler.is_empty() {
             return None;
         }
+        // The field's number in the caller's version (v1alpha1 has no runtime_handler).
+        let number = |field: &str| rpc.version.schema().field_by_name(field).map(|(_, f)| f.number);
         match rpc.info.method {
-            "RunPodSandbox" => Some(string_field(message, 2).unwrap_or_default()),
+            "RunPodSandbox" => {
+                Some(string_field(message, number("RunPodSandboxRequest.runtime_handler")?).unwrap_or_default())
+            }
             "CreateContainer" => {
-                let sandbox = string_field(message, 1)?;
+                let sandbox = string_field(message, number("CreateContainerRequest.pod_sandbox_id")?)?;
                 self.backend_for(rpc).sandbox_handler(found.version, &sandbox).await
             }
             _ => None,
