@@ -53,6 +53,14 @@ pub enum Error {
     )]
     BufferFull { rpc: String, waited: std::time::Duration },
 
+    /// A call that held the shared bound, beyond its connection's share, while waiting on its
+    /// own client, ended so that a client waiting below its share is served.
+    #[error(
+        "{rpc}: ended while waiting on this client: its connection held more than its share of the memory held for \
+         clients (limits.buffer_mib) while another client waited"
+    )]
+    BufferReclaimed { rpc: String },
+
     /// A message whose conversion would allocate more than a connection may hold.
     #[error(
         "{rpc}: converting the {what} would take about {estimate} bytes of memory, more than a connection may hold \
@@ -82,7 +90,10 @@ impl From<Error> for Status {
             | Error::DriverUnknown { .. } => Code::Unimplemented,
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } | Error::ConversionAborted { .. } => Code::Internal,
-            Error::CallerStalled { .. } | Error::BufferFull { .. } | Error::TooCostly { .. } => Code::ResourceExhausted,
+            Error::CallerStalled { .. }
+            | Error::BufferFull { .. }
+            | Error::BufferReclaimed { .. }
+            | Error::TooCostly { .. } => Code::ResourceExhausted,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
         };
         Status::new(code, error.to_string())

@@ -29,7 +29,7 @@
 //!    proxy's errors and their gRPC status, in one place.
 //! 4. Generic over what a call means. [`node`]: what this node is (whether it has swap), read
 //!    where a field's effect depends on it. [`http2`]: the HTTP/2 settings every connection shares.
-//!    [`budget`]: the memory held for clients, bounded per connection and in all.
+//!    [`budget`]: the memory held for clients, bounded per connection and in all, shared fairly.
 //!    [`front_door`]: a client connection's header blocks mended before the HTTP/2 server parses
 //!    them. [`grpc`]: gRPC at the byte level (codec, path router, unix-socket client).
 //!    [`frontend`]: the listening socket. [`relay`]: the hot path's HTTP/2 in and out with `h2`,

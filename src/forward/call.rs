@@ -281,6 +281,7 @@ impl Forwarder {
             |error: message::MessageError| error.into_status(&format!("the runtime's answer to {}", rpc.name()));
         let (mut meter, mut splitter, mut messages) = (Meter::default(), Splitter::default(), Vec::new());
         let mut charge = session.budget.charge();
+        let mut reclaim = charge.reclaim();
         loop {
             let chunk = match answer.unless_gone(body.data()).await? {
                 None => break,
@@ -294,7 +295,14 @@ impl Forwarder {
                 for message in messages.drain(..) {
                     let converted = self.answer_for_caller(method, found, message, session, &mut charge).await?;
                     self.hold(&mut charge, converted.len(), rpc).await?;
-                    send_message(answer, converted).await?;
+                    // A caller slow to take it gives back what it holds beyond its share.
+                    let holding = charge.holds_shared();
+                    tokio::select! {
+                        sent = send_message(answer, converted) => sent?,
+                        () = reclaim.asked(), if holding => {
+                            return Err(Error::BufferReclaimed { rpc: rpc.name() }.into());
+                        }
+                    }
                 }
                 charge.shrink_to(splitter.pending());
             } else {

@@ -4,6 +4,7 @@
 
 use super::failure::Failure;
 use crate::budget::Charge;
+use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::relay::message::UnaryRequest;
 use bytes::{Bytes, BytesMut};
@@ -14,6 +15,8 @@ use tonic::Status;
 /// as every client sends a CRI request, is taken without a copy. Nothing past the one message
 /// is held: more bytes end the call at once. Each chunk is held in `charge` before the client's
 /// window is given back for it: a client at its memory bound is held back by HTTP/2 itself.
+/// While it waits on the client, a request holding the shared bound beyond its connection's
+/// share ends when another client waits below its share (`crate::budget::Reclaim`).
 pub(super) async fn read_request(
     rpc: Rpc,
     mut body: RecvStream,
@@ -24,14 +27,26 @@ pub(super) async fn read_request(
     let mut first: Option<Bytes> = None;
     let mut gathered = BytesMut::new();
     let mut request = UnaryRequest::default();
-    while let Some(chunk) = body.data().await {
+    let mut reclaim = charge.reclaim();
+    loop {
+        let chunk = tokio::select! {
+            chunk = body.data() => chunk,
+            () = reclaim.asked(), if charge.holds_shared() => {
+                return Err(Error::BufferReclaimed { rpc: rpc.name() }.into());
+            }
+        };
+        let Some(chunk) = chunk else { break };
         let chunk = chunk.map_err(|error| match error.is_reset() && error.is_remote() {
             // The caller cancelled the call: there is no one to tell.
             true => Failure::Gone,
             false => Status::cancelled(format!("{}: {error}", what())).into(),
         })?;
         request.pass(&chunk, limit).map_err(|error| error.into_status(&what()))?;
-        charge.grow(chunk.len()).await;
+        let holding = charge.holds_shared();
+        tokio::select! {
+            () = charge.grow(chunk.len()) => {}
+            () = reclaim.asked(), if holding => return Err(Error::BufferReclaimed { rpc: rpc.name() }.into()),
+        }
         let _ = body.flow_control().release_capacity(chunk.len());
         if first.is_none() && gathered.is_empty() {
             first = Some(chunk);

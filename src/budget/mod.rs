@@ -8,6 +8,10 @@
 //! another's small calls, each connection's first [`FLOOR`] bytes are its own and not taken from
 //! the shared bound: a well-behaved client's calls (a few KiB each) never wait on another's.
 //!
+//! Beyond the floors, the shared bound is served fairly ([`fair`]): in turn, connections below
+//! their share first, and a connection holding more than its share while another waits is asked
+//! to give back ([`Reclaim`]).
+//!
 //! Header blocks being gathered (`front_door`) are charged too, without waiting: a block that
 //! finds no room ends its connection.
 //!
@@ -16,6 +20,11 @@
 //! send on the client's runtime connection before its caller takes it
 //! ([`crate::relay::upstream::CONNECTION_WINDOW`]).
 
+mod fair;
+
+pub use fair::Reclaim;
+use fair::{FairPool, Party};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
@@ -73,20 +82,23 @@ impl Pool {
 /// The bound shared by every connection.
 #[derive(Debug, Clone)]
 pub struct Budget {
-    shared: Arc<Pool>,
+    shared: Arc<FairPool>,
     total: usize,
     per_connection: usize,
+    connections: Arc<AtomicU64>,
 }
 
 impl Budget {
     pub fn new(total: usize, per_connection: usize) -> Budget {
-        Budget { shared: Arc::new(Pool::new(total)), total, per_connection }
+        let connections = Arc::new(AtomicU64::new(0));
+        Budget { shared: Arc::new(FairPool::new(total)), total, per_connection, connections }
     }
 
     /// A new connection's own bound.
     pub fn connection(&self) -> ConnectionBudget {
-        let own = Pool::new(self.per_connection);
-        ConnectionBudget(Arc::new(Shares { own, floor: Pool::new(FLOOR), shared: self.shared.clone() }))
+        let (own, floor) = (Pool::new(self.per_connection), Pool::new(FLOOR));
+        let party = Party::new(self.connections.fetch_add(1, Ordering::Relaxed));
+        ConnectionBudget(Arc::new(Shares { own, floor, shared: self.shared.clone(), party }))
     }
 
     /// Bytes held now beyond the connections' floors, in all.
@@ -104,7 +116,8 @@ struct Shares {
     own: Pool,
     /// Taken first: what this connection holds without touching `shared`.
     floor: Pool,
-    shared: Arc<Pool>,
+    shared: Arc<FairPool>,
+    party: Arc<Party>,
 }
 
 /// One connection's bound (cloned by each of its calls).
@@ -144,7 +157,7 @@ impl Charge {
         let from_floor = self.take_floor(bytes);
         let rest = bytes - from_floor;
         if rest > 0 {
-            self.shares.shared.take(rest).await;
+            self.shares.shared.take(&self.shares.party, rest).await;
             self.shared += rest;
         }
     }
@@ -159,7 +172,7 @@ impl Charge {
         }
         let from_floor = self.take_floor(bytes);
         let rest = bytes - from_floor;
-        if rest > 0 && !self.shares.shared.try_take(rest) {
+        if rest > 0 && !self.shares.shared.try_take(&self.shares.party, rest) {
             self.shares.own.give(bytes);
             self.floor -= from_floor;
             self.shares.floor.give(from_floor);
@@ -182,6 +195,16 @@ impl Charge {
     /// What this charge holds.
     pub fn held(&self) -> usize {
         self.own
+    }
+
+    /// Whether this charge holds any of the shared bound (what giving it back frees for others).
+    pub fn holds_shared(&self) -> bool {
+        self.shared > 0
+    }
+
+    /// The shared bound's asks that this charge's connection give back, from now on.
+    pub fn reclaim(&self) -> Reclaim {
+        self.shares.party.reclaim()
     }
 
     /// Moves `bytes` of what this charge holds (at most all of it) into a charge of its own,
@@ -213,7 +236,7 @@ impl Charge {
         self.shares.own.give(excess);
         self.own -= excess;
         let from_shared = excess.min(self.shared);
-        self.shares.shared.give(from_shared);
+        self.shares.shared.give(self.shares.party.id, from_shared);
         self.shared -= from_shared;
         excess -= from_shared;
         let from_floor = excess.min(self.floor);
