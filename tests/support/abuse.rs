@@ -11,7 +11,9 @@
 //! - large conversions: v1 `CreateContainer` requests of hundreds of thousands of `envs` to a
 //!   v1alpha2 runtime;
 //! - control-frame floods after a HEADERS frame that depends on its own stream (which once
-//!   switched the flood limit off).
+//!   switched the flood limit off);
+//! - the conversion queue (issue 36, finding 1): v1 `CreateContainer` requests of 14 MB of empty
+//!   `envs` to the v1alpha2 runtime, each with a deadline of 1.5 s, sent again as each ends.
 
 #![allow(dead_code)]
 
@@ -30,6 +32,27 @@ const LIST_CONTAINERS: &str = "/runtime.v1.RuntimeService/ListContainers";
 const EVENTS: &str = "/runtime.v1.RuntimeService/GetContainerEvents";
 const CREATE_CONTAINER: &str = "/runtime.v1.RuntimeService/CreateContainer";
 
+impl Sizes {
+    /// The client connections the abuse opens at most (each header block and flood, each
+    /// conversion and queue filler on a connection of its own; one for the watchers).
+    pub fn connections(&self) -> usize {
+        self.slow_connections
+            + 1
+            + self.header_connections
+            + self.request_connections
+            + self.conversions
+            + self.floods
+            + self.queue_fillers
+    }
+
+    /// The daemon's memory ceiling (`cri_bridge::relay::memory_ceiling`, docs/install.md) with
+    /// `limits`, counting the connections actually open: the abuse's, `others` more.
+    pub fn ceiling_kib(&self, mut limits: cri_bridge::config::Limits, others: usize) -> u64 {
+        limits.connections = self.connections() + others;
+        (cri_bridge::relay::memory_ceiling(&limits, false) >> 10) as u64
+    }
+}
+
 /// How much of each abuse.
 #[derive(Clone, Copy, Debug)]
 pub struct Sizes {
@@ -44,6 +67,9 @@ pub struct Sizes {
     pub envs: usize,
     /// Connections that send a HEADERS frame depending on its own stream, then a PING flood.
     pub floods: usize,
+    /// Connections that send 14 MB requests of empty `envs` with `grpc-timeout: 1500m`, again
+    /// and again.
+    pub queue_fillers: usize,
 }
 
 /// The daemon under test, in front of an in-memory runtime speaking v1alpha2 (so v1 callers are
@@ -400,6 +426,28 @@ pub async fn abuse(socket: &Path, sizes: Sizes) -> Abusers {
             std::future::pending::<()>().await;
             drop(stream);
         }));
+    }
+    // The conversion queue: requests whose decoding costs many times their size, each with a
+    // deadline shorter than a conversion queue without bounds would take, sent again at once.
+    if sizes.queue_fillers > 0 {
+        let envs = vec![v1::KeyValue::default(); 7_000_000];
+        let request = v1::CreateContainerRequest {
+            pod_sandbox_id: "no-such-pod".into(),
+            config: Some(v1::ContainerConfig { envs, ..Default::default() }),
+            ..Default::default()
+        };
+        let message = Bytes::from(request.encode_to_vec());
+        for _ in 0..sizes.queue_fillers {
+            let (socket, message) = (socket.to_path_buf(), message.clone());
+            abusers.tasks.push(tokio::spawn(async move {
+                let connection = connect(&socket).await;
+                loop {
+                    if call(&connection, CREATE_CONTAINER, &message, "1500m").await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }));
+        }
     }
     // Large conversions: whole requests, each on a connection of its own.
     if sizes.conversions > 0 {
