@@ -271,6 +271,38 @@ fn cri_dockerd_is_placed_by_the_rpcs_its_service_has() {
 }
 
 /// A handler's own report, as `Features::from_status` keeps it.
+/// Which security-profile field of each pair a runtime does not read (issue 40; the sources are
+/// in docs/conversion.md): containerd reads both, CRI-O dropped the seccomp strings in 1.28 and
+/// read the AppArmor message only from 1.30, cri-dockerd reads one of each.
+#[test]
+fn the_security_profile_fields_each_runtime_does_not_read() {
+    let unread = |profile: RuntimeProfile| {
+        let mut fields: Vec<&str> =
+            profile.unhonoured.iter().map(|u| u.field).filter(|f| f.contains("Security")).collect();
+        fields.sort();
+        fields
+    };
+    let crio = |release| unread(RuntimeProfile::from_version(V1, "cri-o", release, None));
+    const SANDBOX: &str = "LinuxSandboxSecurityContext.seccomp_profile_path";
+    const CONTAINER: &str = "LinuxContainerSecurityContext.seccomp_profile_path";
+    const APPARMOR: &str = "LinuxContainerSecurityContext.apparmor";
+    const SECCOMP: &str = "LinuxContainerSecurityContext.seccomp";
+    for containerd in ["1.5.18", "1.6.20", "1.7.24", "2.1.9", "2.4.2"] {
+        let profile = RuntimeProfile::from_version(V1alpha2, "containerd", containerd, None);
+        assert!(unread(profile).is_empty(), "containerd {containerd} reads every string and message");
+    }
+    assert_eq!(crio("1.19.0"), Vec::<&str>::new(), "before the messages");
+    assert_eq!(crio("1.27.3"), vec![APPARMOR]);
+    assert_eq!(crio("1.28.0"), vec![APPARMOR, CONTAINER, SANDBOX]);
+    assert_eq!(crio("1.29.4"), vec![APPARMOR, CONTAINER, SANDBOX]);
+    assert_eq!(crio("1.30.0"), vec![CONTAINER, SANDBOX]);
+    assert_eq!(crio("1.36.3"), vec![CONTAINER, SANDBOX]);
+    let docker = |floor| unread(RuntimeProfile::from_version(V1, "docker", "28.1.1", None).with_rpc_floor(floor));
+    assert_eq!(docker(Some(28)), vec![APPARMOR, CONTAINER]);
+    assert_eq!(docker(Some(26)), vec![APPARMOR, CONTAINER]);
+    assert_eq!(docker(None), vec![APPARMOR, SECCOMP, CONTAINER], "0.2 to 0.3.8: one seccomp field or the other");
+}
+
 fn own(name: &str, user_namespaces: bool, recursive_read_only_mounts: bool) -> cri_bridge::revision::HandlerFeatures {
     cri_bridge::revision::HandlerFeatures { name: name.into(), user_namespaces, recursive_read_only_mounts }
 }

@@ -10,12 +10,13 @@ use crate::api::{FieldInfo, MessageInfo};
 /// A set field the runtime does not read, whose meaning reaches it all the same: a
 /// `userns_options { mode: NODE }` without mappings (the kubelet sends it for every pod) asks for
 /// what a runtime ignoring the field does anyway; a seccomp or AppArmor profile whose deprecated
-/// string says the same is applied from the string by a runtime before 1.20. `message` is the
-/// whole message that holds the field.
+/// string says the same is applied from the string by a runtime that reads only the string, and
+/// a deprecated string beside its `SecurityProfile` is said by the message to a runtime that reads
+/// only that. `message` is the whole message that holds the field.
 pub(super) fn is_carried_anyway(info: &MessageInfo, field: &FieldInfo, value: &[u8], message: &[u8]) -> bool {
     match (info.name, field.name) {
         ("NamespaceOption", "userns_options") => crate::convert::userns_is_host(value),
-        (context, profile) => super::exceptions::profile_carried_by_string(context, profile, message),
+        (context, profile) => super::exceptions::profile_carried_by_twin(context, profile, message),
     }
 }
 

@@ -77,15 +77,18 @@ pub const FIELDS: &[Classified] = &[
     ),
     security(
         "LinuxSandboxSecurityContext.seccomp_profile_path",
-        "a seccomp string that names no profile: a runtime reading only SecurityProfile would run the pod unconfined",
+        "a seccomp string alone, that names no profile or that the runtime does not read: a runtime reading only \
+         SecurityProfile would run the pod unconfined",
     ),
     security(
         "LinuxContainerSecurityContext.seccomp_profile_path",
-        "a seccomp string that names no profile: a runtime reading only SecurityProfile would run the container unconfined",
+        "a seccomp string alone, that names no profile or that the runtime does not read: a runtime reading only \
+         SecurityProfile would run the container unconfined",
     ),
     security(
         "LinuxContainerSecurityContext.apparmor_profile",
-        "an AppArmor string that names no profile: a runtime reading only SecurityProfile would apply none",
+        "an AppArmor string alone, that names no profile or that the runtime does not read: a runtime reading only \
+         SecurityProfile would apply none",
     ),
     behaviour("KeyValue.value", "a value the target cannot carry (non-UTF-8) would reach the container changed"),
     behaviour("LinuxContainerResources.hugepage_limits", "huge page limits would not be enforced"),

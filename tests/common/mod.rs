@@ -209,3 +209,16 @@ pub fn v1alpha2_pod(name: &str) -> cri_bridge::api::v1alpha2::PodSandboxConfig {
         ..Default::default()
     }
 }
+
+/// A v1 pod's config, named `name`.
+pub fn v1_pod(name: &str) -> cri_bridge::api::v1::PodSandboxConfig {
+    cri_bridge::api::v1::PodSandboxConfig {
+        metadata: Some(cri_bridge::api::v1::PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        ..Default::default()
+    }
+}

@@ -12,17 +12,31 @@ use crate::convert::{Cx, LossReason};
 use prost::Message;
 use security_profile::{string_carries, ProfileKind};
 
-/// Whether a `SecurityProfile` field (`seccomp`, `apparmor`) of the security context encoded in
-/// `context` is also carried by its deprecated string, for a runtime that reads only the string.
-/// (v1alpha2 and v1 encode these messages alike.) The pod-level AppArmor profile has no string.
-pub(crate) fn profile_carried_by_string(message: &str, field: &str, context: &[u8]) -> bool {
+/// Whether a security-profile field of the security context encoded in `context`, set in a
+/// request to a runtime that does not read it, reaches the runtime all the same through its
+/// twin (v1alpha2 and v1 encode these messages alike; the pod-level AppArmor profile has none):
+/// - a `SecurityProfile` (`seccomp`, `apparmor`), to a runtime that reads only the string: when
+///   the deprecated string names the same profile;
+/// - a deprecated string, to a runtime that reads only the message: when the message is there,
+///   which is what CRI v1 says a runtime applies when both are set.
+pub(crate) fn profile_carried_by_twin(message: &str, field: &str, context: &[u8]) -> bool {
+    use v1::{LinuxContainerSecurityContext as Container, LinuxSandboxSecurityContext as Sandbox};
     match (message, field) {
-        ("LinuxContainerSecurityContext", "seccomp") => v1::LinuxContainerSecurityContext::decode(context)
+        ("LinuxContainerSecurityContext", "seccomp") => Container::decode(context)
             .is_ok_and(|c| string_carries(ProfileKind::Seccomp, &c.seccomp_profile_path, &c.seccomp)),
-        ("LinuxContainerSecurityContext", "apparmor") => v1::LinuxContainerSecurityContext::decode(context)
+        ("LinuxContainerSecurityContext", "apparmor") => Container::decode(context)
             .is_ok_and(|c| string_carries(ProfileKind::AppArmor, &c.apparmor_profile, &c.apparmor)),
-        ("LinuxSandboxSecurityContext", "seccomp") => v1::LinuxSandboxSecurityContext::decode(context)
+        ("LinuxSandboxSecurityContext", "seccomp") => Sandbox::decode(context)
             .is_ok_and(|c| string_carries(ProfileKind::Seccomp, &c.seccomp_profile_path, &c.seccomp)),
+        ("LinuxContainerSecurityContext", "seccomp_profile_path") => {
+            Container::decode(context).is_ok_and(|c| c.seccomp.is_some())
+        }
+        ("LinuxContainerSecurityContext", "apparmor_profile") => {
+            Container::decode(context).is_ok_and(|c| c.apparmor.is_some())
+        }
+        ("LinuxSandboxSecurityContext", "seccomp_profile_path") => {
+            Sandbox::decode(context).is_ok_and(|c| c.seccomp.is_some())
+        }
         _ => false,
     }
 }

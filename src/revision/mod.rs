@@ -16,9 +16,13 @@
 //! [`RuntimeProfile::blocked`] turns all three into one table indexed by field id, which the
 //! request scan (`convert::scan`) consults.
 
+mod table;
+
 use crate::api::SchemaInfo;
 use crate::version::CriVersion;
 use std::fmt;
+use table::{docker_revision, docker_unhonoured, lookup, AMBIENT};
+pub use table::{parse_release, telling_rpcs, Unhonoured, DOCKER, MEMORY_RUNTIME_NAME};
 
 /// The newest revision of each version that cri-bridge's own schema has.
 pub fn newest(version: CriVersion) -> u8 {
@@ -50,156 +54,6 @@ pub enum Source {
     Assumed,
     /// cri-dockerd: its revision told by the RPCs its service has (it reports Docker's version).
     Rpcs,
-}
-
-/// A field that a runtime decodes but does not act on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unhonoured {
-    /// `Message.field`.
-    pub field: &'static str,
-    pub why: &'static str,
-}
-
-/// The in-memory runtime's `VersionResponse.runtime_name` (`memory::RUNTIME_NAME`): named here,
-/// where runtimes are told apart, so that this table needs nothing of the runtime itself.
-pub const MEMORY_RUNTIME_NAME: &str = "cri-bridge-memory";
-
-const AMBIENT: Unhonoured = Unhonoured {
-    field: "Capability.add_ambient_capabilities",
-    why: "no containerd (to 2.3) or CRI-O (to 1.36) release reads ambient capabilities",
-};
-const USERNS_1_6: Unhonoured = Unhonoured {
-    field: "NamespaceOption.userns_options",
-    why: "containerd 1.6 decodes user namespace options but never applies them (the first reader is in 1.7)",
-};
-
-/// One row of the revision table: a runtime's releases from `from` on (to the next row).
-struct Row {
-    runtime: &'static str,
-    from: (u32, u32, u32),
-    /// The revision of the v1 service; `None` when these releases do not serve v1.
-    v1: Option<u8>,
-    v1alpha2: Option<u8>,
-    unhonoured: &'static [Unhonoured],
-    /// A pre-release snapshot of cri-api (see `snapshot`).
-    snapshot: bool,
-}
-
-const fn row(runtime: &'static str, from: (u32, u32, u32), v1: Option<u8>, v1alpha2: Option<u8>) -> Row {
-    Row { runtime, from, v1, v1alpha2, unhonoured: &[AMBIENT], snapshot: false }
-}
-
-/// A row whose releases pin a cri-api snapshot between two minors: the revision is the older
-/// minor, but some RPCs of the newer one are there (so the revision is a floor, not exact).
-const fn snapshot(runtime: &'static str, from: (u32, u32, u32), v1: Option<u8>, v1alpha2: Option<u8>) -> Row {
-    Row { snapshot: true, ..row(runtime, from, v1, v1alpha2) }
-}
-
-/// From `runtime-cri-revisions.tsv`: the cri-api schema each release line decodes, as the
-/// Kubernetes minor it equals. Where a pin is a snapshot between two minors, the older minor
-/// (CRI-O 1.23/1.24 lack the 1.23 fields; 1.32 uses a 1.31 module). Releases newer than the last
-/// row of a runtime know at least what that row knows. Ordered by runtime, then release.
-const TABLE: &[Row] = &[
-    row("containerd", (1, 4, 0), None, Some(19)),
-    row("containerd", (1, 5, 0), None, Some(20)),
-    row("containerd", (1, 6, 0), Some(23), Some(23)),
-    Row { unhonoured: &[AMBIENT, USERNS_1_6], ..row("containerd", (1, 6, 9), Some(25), Some(25)) },
-    row("containerd", (1, 7, 0), Some(26), Some(25)),
-    row("containerd", (1, 7, 1), Some(27), Some(25)),
-    row("containerd", (2, 0, 0), Some(31), None),
-    row("containerd", (2, 1, 0), Some(32), None),
-    row("containerd", (2, 2, 0), Some(34), None),
-    row("containerd", (2, 3, 0), Some(36), None),
-    row("containerd", (2, 4, 0), Some(36), None),
-    row("cri-o", (1, 10, 0), None, Some(10)),
-    row("cri-o", (1, 11, 0), None, Some(11)),
-    row("cri-o", (1, 12, 0), None, Some(12)),
-    row("cri-o", (1, 13, 0), None, Some(13)),
-    row("cri-o", (1, 14, 0), None, Some(14)),
-    row("cri-o", (1, 15, 0), None, Some(15)),
-    row("cri-o", (1, 16, 0), None, Some(16)),
-    row("cri-o", (1, 17, 0), None, Some(17)),
-    row("cri-o", (1, 18, 0), None, Some(18)),
-    row("cri-o", (1, 19, 0), None, Some(19)),
-    row("cri-o", (1, 20, 0), None, Some(20)),
-    row("cri-o", (1, 21, 0), Some(21), Some(21)),
-    row("cri-o", (1, 22, 0), Some(22), Some(22)),
-    // 1.22 plus the 1.23 pod sandbox stats RPCs.
-    snapshot("cri-o", (1, 23, 0), Some(22), Some(22)),
-    row("cri-o", (1, 25, 0), Some(25), Some(25)),
-    // 1.26.0: a pre-1.26 snapshot without the metrics RPCs; 1.26.1+ the 1.26 schema.
-    snapshot("cri-o", (1, 26, 0), Some(25), None),
-    row("cri-o", (1, 26, 1), Some(26), None),
-    row("cri-o", (1, 27, 0), Some(27), None),
-    row("cri-o", (1, 28, 0), Some(28), None),
-    row("cri-o", (1, 29, 0), Some(29), None),
-    row("cri-o", (1, 30, 0), Some(30), None),
-    row("cri-o", (1, 31, 0), Some(31), None),
-    row("cri-o", (1, 33, 0), Some(33), None),
-    row("cri-o", (1, 34, 0), Some(34), None),
-    row("cri-o", (1, 35, 0), Some(35), None),
-    row("cri-o", (1, 36, 0), Some(36), None),
-    // The release-1.37 branch pins cri-api v0.36.3: the 1.36 schema.
-    row("cri-o", (1, 37, 0), Some(36), None),
-];
-
-/// cri-dockerd's `runtime_name`: it answers "docker", and as `runtime_version` the Docker
-/// Engine's version, never its own, so the table cannot place it by release.
-pub const DOCKER: &str = "docker";
-
-/// cri-dockerd's revisions, told by the newest of the read-only v1 RPCs
-/// ([`telling_rpcs`]) its service has (`runtime-cri-revisions.tsv`): with `RuntimeConfig` (1.28)
-/// it is 0.3.16+ or 0.4 (v1 = 1.30, v1alpha2 = 1.25); with `ListMetricDescriptors` (1.26) but not
-/// that, 0.3.9–0.3.15 (1.27, 1.25); with neither, 0.2–0.3.8 (1.20 or 1.22: 1.20 assumed).
-fn docker_revision(version: CriVersion, floor: Option<u8>) -> u8 {
-    match (version, floor) {
-        (CriVersion::V1, Some(f)) if f >= 28 => 30,
-        (CriVersion::V1, Some(f)) if f >= 26 => 27,
-        (CriVersion::V1alpha2, Some(f)) if f >= 26 => 25,
-        (version, _) => oldest(version).max(20),
-    }
-}
-
-/// Read-only RPCs of each version, newest first, with the Kubernetes minor that added them: a
-/// runtime whose CRI service has one decodes at least that revision, and one that implements it
-/// was written for it.
-pub fn telling_rpcs(version: CriVersion) -> &'static [(&'static str, u8)] {
-    match version {
-        CriVersion::V1 => &[("RuntimeConfig", 28), ("ListMetricDescriptors", 26), ("ListPodSandboxStats", 23)],
-        CriVersion::V1alpha2 => &[("ListPodSandboxStats", 23)],
-        CriVersion::V1alpha1 => &[],
-    }
-}
-
-/// `v1.6.20`, `1.6.20~ds1`, `1.36.3` → (1, 6, 20); missing parts are 0.
-pub fn parse_release(text: &str) -> Option<(u32, u32, u32)> {
-    let text = text.strip_prefix('v').unwrap_or(text);
-    let numeric: String = text.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-    let mut parts = numeric.split('.').filter(|p| !p.is_empty()).map(|p| p.parse::<u32>().ok());
-    let major = parts.next()??;
-    Some((major, parts.next().flatten().unwrap_or(0), parts.next().flatten().unwrap_or(0)))
-}
-
-/// What the table says of one runtime release speaking one version.
-struct Found {
-    minor: u8,
-    unhonoured: &'static [Unhonoured],
-    /// A later row of the same runtime exists: the release is known, not just "at least".
-    exact: bool,
-}
-
-/// The table's revision for a runtime speaking `version`, and what it does not act on.
-fn lookup(name: &str, release: &str, version: CriVersion) -> Option<Found> {
-    let release = parse_release(release)?;
-    let at = TABLE.iter().rposition(|r| r.runtime == name && r.from <= release)?;
-    let row = &TABLE[at];
-    let minor = match version {
-        CriVersion::V1 => row.v1,
-        CriVersion::V1alpha2 => row.v1alpha2,
-        CriVersion::V1alpha1 => None,
-    }?;
-    let exact = !row.snapshot && TABLE[at + 1..].iter().any(|r| r.runtime == name);
-    Some(Found { minor, unhonoured: row.unhonoured, exact })
 }
 
 /// What a runtime reports in `StatusResponse` about the features it implements.
@@ -382,6 +236,7 @@ impl RuntimeProfile {
         }
         if self.runtime_name == DOCKER {
             self.minor = docker_revision(self.version, floor);
+            self.unhonoured = docker_unhonoured(self.minor);
             self.source = Source::Rpcs;
         } else {
             self.minor = self.minor.max(floor.unwrap_or(0));
