@@ -21,7 +21,7 @@ mod table;
 use crate::api::SchemaInfo;
 use crate::version::CriVersion;
 use std::fmt;
-use table::{docker_revision, docker_unhonoured, lookup, AMBIENT};
+use table::{docker_unhonoured, lookup, AMBIENT};
 pub use table::{parse_release, telling_rpcs, Unhonoured, DOCKER, MEMORY_RUNTIME_NAME};
 
 /// The newest revision of each version that cri-bridge's own schema has.
@@ -194,6 +194,19 @@ const NEEDS_FEATURE: &[FeatureNeed] = &[
     }),
     ("Mount.mount_options", "mount options (features.mount_options)", |f| f.mount_options),
 ];
+
+/// cri-dockerd's revisions, told by the newest of the read-only v1 RPCs
+/// ([`telling_rpcs`]) its service has (`runtime-cri-revisions.tsv`): with `RuntimeConfig` (1.28)
+/// it is 0.3.16+ or 0.4 (v1 = 1.30, v1alpha2 = 1.25); with `ListMetricDescriptors` (1.26) but not
+/// that, 0.3.9–0.3.15 (1.27, 1.25); with neither, 0.2–0.3.8 (1.20 or 1.22: 1.20 assumed).
+fn docker_revision(version: CriVersion, floor: Option<u8>) -> u8 {
+    match (version, floor) {
+        (CriVersion::V1, Some(f)) if f >= 28 => 30,
+        (CriVersion::V1, Some(f)) if f >= 26 => 27,
+        (CriVersion::V1alpha2, Some(f)) if f >= 26 => 25,
+        (version, _) => oldest(version).max(20),
+    }
+}
 
 impl RuntimeProfile {
     /// The profile of a runtime that answered `Version` as `version`; `configured` is

@@ -2,7 +2,7 @@
 //! `runtime-cri-revisions.tsv`), and the fields each decodes but does not act on (from the
 //! runtimes' sources; `docs/conversion.md` lists them with where each fact comes from).
 
-use super::{oldest, CriVersion};
+use crate::version::CriVersion;
 
 /// A field that a runtime decodes but does not act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,19 +156,6 @@ const TABLE: &[Row] = &[
 /// cri-dockerd's `runtime_name`: it answers "docker", and as `runtime_version` the Docker
 /// Engine's version, never its own, so the table cannot place it by release.
 pub const DOCKER: &str = "docker";
-
-/// cri-dockerd's revisions, told by the newest of the read-only v1 RPCs
-/// ([`telling_rpcs`]) its service has (`runtime-cri-revisions.tsv`): with `RuntimeConfig` (1.28)
-/// it is 0.3.16+ or 0.4 (v1 = 1.30, v1alpha2 = 1.25); with `ListMetricDescriptors` (1.26) but not
-/// that, 0.3.9–0.3.15 (1.27, 1.25); with neither, 0.2–0.3.8 (1.20 or 1.22: 1.20 assumed).
-pub(super) fn docker_revision(version: CriVersion, floor: Option<u8>) -> u8 {
-    match (version, floor) {
-        (CriVersion::V1, Some(f)) if f >= 28 => 30,
-        (CriVersion::V1, Some(f)) if f >= 26 => 27,
-        (CriVersion::V1alpha2, Some(f)) if f >= 26 => 25,
-        (version, _) => oldest(version).max(20),
-    }
-}
 
 /// Read-only RPCs of each version, newest first, with the Kubernetes minor that added them: a
 /// runtime whose CRI service has one decodes at least that revision, and one that implements it
