@@ -61,6 +61,10 @@ pub enum Error {
     )]
     BufferReclaimed { rpc: String },
 
+    /// A call its socket's rules do not allow (`endpoints`, `listen.mutating`).
+    #[error("{rpc}: denied on {socket} (policy {policy}): {why}")]
+    Denied { rpc: String, socket: String, policy: &'static str, why: String },
+
     /// A message whose conversion would allocate more than a connection may hold.
     #[error(
         "{rpc}: converting the {what} would take about {estimate} bytes of memory, more than a connection may hold \
@@ -95,7 +99,31 @@ impl From<Error> for Status {
             | Error::BufferReclaimed { .. }
             | Error::TooCostly { .. } => Code::ResourceExhausted,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
+            Error::Denied { .. } => Code::PermissionDenied,
         };
         Status::new(code, error.to_string())
+    }
+}
+
+/// The canonical name of a gRPC status code, as in the gRPC specification.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }

@@ -124,6 +124,7 @@ pub struct Metrics {
     callers: Family<CallerLabels, Gauge>,
     last_calls: Family<CallerLabels, Gauge>,
     memory: memory::Memory,
+    denials: denials::Denials,
 }
 
 impl Default for Metrics {
@@ -193,6 +194,7 @@ impl Metrics {
             "Bytes held for clients beyond each connection's first 64 KiB (bounded by limits.buffer_mib)",
             buffered.clone(),
         );
+        let denials = denials::Denials::register(registry);
         let refused = Family::default();
         registry.register(
             "connections_refused",
@@ -240,6 +242,7 @@ impl Metrics {
             callers,
             last_calls,
             memory,
+            denials,
         }
     }
 
@@ -263,6 +266,11 @@ impl Metrics {
 
     pub fn converted(&self, side: Side, elapsed: Duration) {
         self.conversions.get_or_create(&DirectionLabels { direction: side_label(side) }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a call denied on `socket` (its path).
+    pub fn denied(&self, socket: &str, rpc: Rpc) {
+        self.denials.count(socket, rpc);
     }
 
     /// Counts a connection refused by `limit` (`limits.connections`, …).
@@ -482,8 +490,8 @@ impl LossObserver for Metrics {
     }
 }
 
-mod codes;
+mod denials;
 mod memory;
-pub use codes::code_name;
+pub use crate::error::code_name;
 #[cfg(test)]
 mod tests;

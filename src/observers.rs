@@ -4,7 +4,7 @@
 
 use crate::callers::{Caller, Callers, Peer};
 use crate::convert::policy::Side;
-use crate::forward::{ClientRecord, Observer};
+use crate::forward::{ClientRecord, Identity, Observer};
 use crate::grpc::Rpc;
 use crate::metrics::Metrics;
 use crate::version::CriVersion;
@@ -18,8 +18,21 @@ pub struct Observers {
 }
 
 impl Observer for Observers {
-    fn connected(&self, stream: &tokio::net::UnixStream) -> Arc<dyn ClientRecord> {
-        self.callers.connected(Peer::of(stream))
+    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<dyn ClientRecord>, Identity) {
+        let peer = Peer::of(stream);
+        let identity = Identity {
+            pid: peer.pid,
+            uid: peer.uid,
+            gid: peer.gid,
+            exe: peer.exe.clone(),
+            pod_uid: peer.pod_uid.clone(),
+            container_id: peer.container_id.clone(),
+        };
+        (self.callers.connected(peer), identity)
+    }
+
+    fn denied(&self, socket: &str, rpc: Rpc) {
+        self.metrics.denied(socket, rpc);
     }
 
     fn refused_connection(&self, limit: &'static str) {

@@ -1,13 +1,17 @@
 //! `SIGHUP` (systemd's `ExecReload`) re-reads the config file and applies what can change while
-//! serving: the loss policy's overrides, the log level, the backend's version pin and revision.
+//! serving: the loss policy's overrides, the log level, the backend's version pin and revision,
+//! `listen.mutating` and the policies of the scoped sockets (`endpoints`), for calls from then on.
 //! A file that does not load is refused, its error logged, and the running config kept. A change
-//! to a setting that cannot change live (the listen socket, the endpoints, the served versions,
+//! to a setting that cannot change live (the listen socket, the backend endpoints, a scoped
+//! socket added, removed or given another mode or group, the served versions,
 //! the message size limit, the log format, the metrics socket) is reported as needing a restart,
 //! and the running value is kept.
 
+use crate::access::Policy;
 use crate::backend::{Backend, Pins};
 use crate::config::{Config, ConfigError, Endpoint};
 use crate::convert::policy::LossPolicy;
+use crate::forward::{Access, Rules};
 use std::sync::Arc;
 
 /// Reads the configuration anew: the file, then the command line's overrides.
@@ -37,6 +41,8 @@ pub struct Live {
     pub runtime: Arc<Backend>,
     /// The same backend as `runtime` when there is no separate image endpoint.
     pub image: Arc<Backend>,
+    /// The rules of each socket served: the main one, then `endpoints` in order.
+    pub sockets: Vec<Arc<Access>>,
 }
 
 impl Live {
@@ -91,7 +97,30 @@ impl Live {
             let pins = Pins { version: old.backend_version, revision: old.image_revision, cgroup_driver: None };
             self.image.set_pins(pins);
         }
+        if new.mutating != old.mutating {
+            old.mutating = new.mutating.clone();
+            if let Some(main) = self.sockets.first() {
+                main.set(Rules { policy: Policy::All, mutating: old.mutating.clone() });
+            }
+            applied.changed.push("listen.mutating");
+        }
+        // The same sockets (path, mode, group, in order): their policies change live. Any other
+        // change to the list waits for a restart, which opens and closes sockets.
+        let same_sockets = new.endpoints.len() == old.endpoints.len()
+            && new
+                .endpoints
+                .iter()
+                .zip(&old.endpoints)
+                .all(|(n, o)| (&n.path, n.mode, &n.group) == (&o.path, o.mode, &o.group));
+        if same_sockets && new.endpoints != old.endpoints {
+            for (endpoint, access) in new.endpoints.iter().zip(self.sockets.iter().skip(1)) {
+                access.set(Rules { policy: endpoint.policy.clone(), mutating: None });
+            }
+            old.endpoints = new.endpoints.clone();
+            applied.changed.push("endpoints");
+        }
         let restart_only = [
+            ("endpoints", !same_sockets),
             ("listen.path", new.listen_path != old.listen_path),
             ("listen.mode", new.listen_mode != old.listen_mode),
             ("listen.group", new.listen_group != old.listen_group),

@@ -1,12 +1,13 @@
 //! Starting and stopping the daemon: `run(config, shutdown)` wires the backend(s), the
 //! forwarder and the frontend socket, serves until `shutdown` completes, then drains and cleans up.
 
+use crate::access::Policy;
 use crate::backend::{Backend, Pins, Role};
 use crate::callers::Callers;
 use crate::config::{Config, Endpoint};
 use crate::control::Control;
 use crate::convert::policy::LossPolicy;
-use crate::forward::Forwarder;
+use crate::forward::{Access, Forwarder, Rules, Scoped};
 use crate::frontend::{self, BindError};
 use crate::metrics::{Metrics, Scrape};
 use crate::observers::Observers;
@@ -204,6 +205,28 @@ pub async fn run_on(
             Arc::new(Control::new(runtime.clone(), image.clone(), &config.versions, callers.clone())),
             budget.clone(),
         ));
+        // The main socket, then each scoped one, all served by the one forwarder.
+        let main_rules = Rules { policy: Policy::All, mutating: config.mutating.clone() };
+        let mut accesses = vec![Access::new(&listen, main_rules)];
+        let mut sockets = vec![(listener, Arc::new(Scoped { forwarder: forwarder.clone(), access: accesses[0].clone() }))];
+        let mut scoped_files = Vec::new();
+        for endpoint in &config.endpoints {
+            let (listener, file) = match frontend::bind(&endpoint.path, endpoint.mode, endpoint.group.as_deref()).await {
+                Ok(bound) => bound,
+                Err(error) => {
+                    // Nothing bound so far outlives the failed start.
+                    for file in socket_file.into_iter().chain(scoped_files) {
+                        file.remove_if_ours();
+                    }
+                    return Err(error.into());
+                }
+            };
+            tracing::info!(listen = %endpoint.path.display(), policy = endpoint.policy.name(), "serving a scoped socket");
+            let access = Access::new(&endpoint.path, Rules { policy: endpoint.policy.clone(), mutating: None });
+            sockets.push((listener, Arc::new(Scoped { forwarder: forwarder.clone(), access: access.clone() })));
+            accesses.push(access);
+            scoped_files.push(file);
+        }
         // The runtime may still be away: it is found in the background, calls meanwhile are
         // answered UNAVAILABLE naming it, and systemd's status says so until it answers.
         let status: Arc<dyn Fn() -> String + Send + Sync> = {
@@ -228,19 +251,24 @@ pub async fn run_on(
             tokio::spawn(crate::systemd::supervise(every, watchdog.is_some(), heartbeat, healthy, move || status()))
         });
         let reloads = reloader.map(|(reloader, hangups)| {
-            let live =
-                Live { config: config.clone(), policy: policy.clone(), runtime: runtime.clone(), image: image.clone() };
+            let live = Live {
+                config: config.clone(),
+                policy: policy.clone(),
+                runtime: runtime.clone(),
+                image: image.clone(),
+                sockets: accesses.clone(),
+            };
             tokio::spawn(crate::reload::on_sighup(live, reloader, hangups, status.clone()))
         });
         let shutdown = async {
             shutdown.await;
             crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
         };
-        let served = crate::relay::serve(listener, forwarder, config.limits, heartbeats, shutdown).await;
+        let served = crate::relay::serve(sockets, config.limits, heartbeats, shutdown).await;
         for task in [supervisor, reloads].into_iter().flatten() {
             task.abort();
         }
-        if let Some(file) = socket_file {
+        for file in socket_file.into_iter().chain(scoped_files) {
             file.remove_if_ours();
         }
         let counters = &policy.counters;

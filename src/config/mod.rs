@@ -8,6 +8,7 @@
 
 mod backend;
 mod bounds;
+mod endpoints;
 mod error;
 mod limits;
 mod log_and_metrics;
@@ -15,6 +16,7 @@ mod overrides;
 
 pub use backend::Endpoint;
 pub use bounds::{MAX_CONFIG_BYTES, MAX_FLOW_OPENERS};
+pub use endpoints::{Principals, ScopedEndpoint};
 pub use error::ConfigError;
 pub use limits::Limits;
 pub use log_and_metrics::{LogFormat, MetricsListen};
@@ -22,6 +24,7 @@ pub use overrides::Overrides;
 
 use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
 use bounds::check_yaml_bounds;
+use endpoints::{parse_mode, read_endpoints, read_mutating, EndpointFile, MutatingFile};
 use error::invalid;
 use limits::LimitsFile;
 use log_and_metrics::{check_log_filter, LogFile, MetricsFile};
@@ -55,6 +58,8 @@ struct File {
     limits: LimitsFile,
     #[serde(default)]
     emulate: EmulateFile,
+    #[serde(default)]
+    endpoints: Vec<EndpointFile>,
     splice: Option<bool>,
 }
 
@@ -65,6 +70,7 @@ struct ListenFile {
     mode: Option<String>,
     group: Option<String>,
     versions: Option<Vec<String>>,
+    mutating: Option<MutatingFile>,
 }
 
 /// The validated configuration.
@@ -96,6 +102,10 @@ pub struct Config {
     /// `emulate.runtime_config.cgroup_driver`: the runtime's cgroup driver, for `RuntimeConfig`
     /// when the runtime cannot answer it (`None`: read from the runtime's `Status` info).
     pub cgroup_driver: Option<CgroupDriver>,
+    /// `endpoints`: scoped sockets beside `listen.path`.
+    pub endpoints: Vec<ScopedEndpoint>,
+    /// `listen.mutating`: who may make mutating calls on the main socket (`None`: anyone).
+    pub mutating: Option<Principals>,
     /// Keys and flags that are gone, given all the same: each is ignored and warned of (a node
     /// must not stop on an upgrade because its config names one).
     pub gone: Vec<Gone>,
@@ -133,6 +143,8 @@ impl Default for Config {
             metrics_listen: None,
             limits: Limits::default(),
             cgroup_driver: None,
+            endpoints: Vec::new(),
+            mutating: None,
             gone: Vec::new(),
         }
     }
@@ -168,11 +180,10 @@ impl Config {
             config.listen_path = path;
         }
         if let Some(mode) = file.listen.mode {
-            config.listen_mode = u32::from_str_radix(mode.trim_start_matches("0o"), 8)
-                .ok()
-                .filter(|m| *m <= 0o777)
-                .ok_or_else(|| invalid("listen.mode", format!("{mode:?} is not an octal permission like \"0660\"")))?;
+            config.listen_mode = parse_mode("listen.mode", &mode)?;
         }
+        config.mutating = read_mutating(file.listen.mutating)?;
+        config.endpoints = read_endpoints(file.endpoints)?;
         config.listen_group = file.listen.group;
         if let Some(versions) = file.listen.versions {
             config.versions = versions
@@ -288,10 +299,26 @@ impl Config {
                 ),
             ));
         }
+        let mut sockets = vec![&self.listen_path];
+        for endpoint in &self.endpoints {
+            let taken = sockets.contains(&&endpoint.path)
+                || [self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)]
+                    .contains(&Some(&endpoint.path));
+            if taken {
+                return Err(invalid(
+                    "endpoints",
+                    format!(
+                        "{} is also listen.path, a backend or another endpoint: each needs a socket of its own",
+                        endpoint.path.display()
+                    ),
+                ));
+            }
+            sockets.push(&endpoint.path);
+        }
         if let Some(MetricsListen::Unix(path)) = &self.metrics_listen {
             let taken =
                 [Some(&self.listen_path), self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)];
-            if taken.contains(&Some(path)) {
+            if taken.contains(&Some(path)) || self.endpoints.iter().any(|e| &e.path == path) {
                 return Err(invalid(
                     "metrics.listen",
                     format!("{} is a CRI socket: the metrics need a socket of their own", path.display()),

@@ -1,5 +1,6 @@
 //! One call, from the caller's stream to the runtime's and back (see `relay` for the mechanics).
 
+use super::audit::Named;
 use super::failure::Failure;
 use super::request_body::{read_request, read_request_body, CONTROL_REQUEST_LIMIT};
 use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
@@ -42,7 +43,7 @@ impl Forwarder {
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
     ) -> bool {
-        let (caller, session) = (&client.caller, &client.session);
+        let caller = &client.caller;
         let started = Instant::now();
         let _in_flight = super::hooks::InFlight::begin(&*self.observer);
         let mut answer = Answer::new(respond, self.stalled_caller);
@@ -68,10 +69,17 @@ impl Forwarder {
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
         // converting, a retry) is taken from what the runtime is given.
         let deadline = timeout_of(&head.headers).map(|timeout| started + timeout);
-        let mut backend_version = None;
+        let (mut backend_version, mut named) = (None, Named::default());
         // Boxed: the call's state is large, and the task that holds it is moved on spawning.
-        let call =
-            Box::pin(self.call(method, session, head.headers, body, deadline, &mut answer, &mut backend_version));
+        let call = Box::pin(self.call(
+            method,
+            &client,
+            head.headers,
+            body,
+            deadline,
+            &mut answer,
+            (&mut backend_version, &mut named),
+        ));
         let mut outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
             None => call.await,
@@ -99,6 +107,10 @@ impl Forwarder {
             }
         };
         self.observer.answered(Some(rpc), backend_version, code, started.elapsed());
+        if named.denied {
+            self.observer.denied(&client.access.socket, rpc);
+        }
+        super::audit::record(rpc, &client, &named, code);
         cancelled
     }
 
@@ -111,14 +123,15 @@ impl Forwarder {
     async fn call(
         self: &Arc<Self>,
         method: &Arc<Method>,
-        session: &Session,
+        client: &Client,
         headers: HeaderMap,
         body: RecvStream,
         deadline: Option<Instant>,
         answer: &mut Answer,
-        backend_version: &mut Option<CriVersion>,
+        (backend_version, named): (&mut Option<CriVersion>, &mut Named),
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
+        let session = &client.session;
         // What this call holds of the connection's memory bound: its request, and what it converts.
         let mut charge = session.budget.charge();
         // A client that trickles its request is cut off; every real client sends it at once.
@@ -136,6 +149,12 @@ impl Forwarder {
             }
         };
         let message = frame.slice(PREFIX_LEN..);
+        // Judged by the socket's rules once the request is here, before anything reaches the runtime.
+        *named = Named::read(rpc, &message);
+        if let Err(denied) = client.access.judge(rpc, &message, &client.identity) {
+            named.denied = true;
+            return Err(denied.into());
+        }
         let backend = self.backend_for(rpc);
         let upstream = session.upstream(rpc.info.service);
         let mut metadata = headers;

@@ -13,8 +13,11 @@ use tonic::Code;
 /// Told what happened, never asked to decide. Its methods run on the hot path: they count and
 /// return.
 pub trait Observer: Send + Sync {
-    /// A client connected (read once per connection); the record is told of its calls.
-    fn connected(&self, stream: &tokio::net::UnixStream) -> Arc<dyn ClientRecord>;
+    /// A client connected (read once per connection): the record told of its calls, and who
+    /// the process at the other end is.
+    fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<dyn ClientRecord>, Identity);
+    /// A call was denied on `socket` by its policy (or `listen.mutating`).
+    fn denied(&self, socket: &str, rpc: Rpc);
     /// A connection was refused at `limit`, the config key that bounds it.
     fn refused_connection(&self, limit: &'static str);
     /// A call began; [`Observer::call_ended`] follows however it ends (see [`InFlight`]).
@@ -25,6 +28,20 @@ pub trait Observer: Send + Sync {
     fn answered(&self, rpc: Option<Rpc>, backend: Option<CriVersion>, code: Code, took: Duration);
     /// One message was converted in `side`'s direction, taking `took`.
     fn converted(&self, side: Side, took: Duration);
+}
+
+/// Who is at the other end of a connection, as the kernel and `/proc` say: what access
+/// decisions and the audit log use (never anything the caller sends).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub pid: Option<u32>,
+    pub uid: u32,
+    pub gid: u32,
+    /// The executable's path, escaped onto one line.
+    pub exe: String,
+    /// The pod and container whose cgroup the process runs in, if any.
+    pub pod_uid: Option<String>,
+    pub container_id: Option<String>,
 }
 
 /// One client connection as the observers record it.

@@ -8,16 +8,19 @@
 //! as it came when the versions match, message by message converted when they do not. The
 //! runtime's status comes back unchanged.
 
+mod audit;
 mod call;
 mod calls;
 mod conversion;
+mod endpoint;
 mod failure;
 mod hooks;
 mod offload;
 mod request_body;
 mod session;
 
-pub use hooks::{ClientRecord, Observer, OwnCalls};
+pub use endpoint::{Access, Rules};
+pub use hooks::{ClientRecord, Identity, Observer, OwnCalls};
 pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
@@ -66,6 +69,12 @@ impl Method {
     fn plan(&self, backend: CriVersion) -> &Plan {
         self.plans.iter().find(|p| p.version == backend).expect("a plan for every backend version")
     }
+}
+
+/// The forwarder, serving one socket's connections under that socket's rules.
+pub struct Scoped {
+    pub forwarder: Arc<Forwarder>,
+    pub access: Arc<Access>,
 }
 
 pub struct Forwarder {

@@ -10,6 +10,10 @@ use std::sync::Arc;
 /// One client connection as the forwarder knows it: who is calling, and what it holds apart.
 pub struct Client {
     pub caller: Arc<dyn super::ClientRecord>,
+    /// Who the kernel says the caller is.
+    pub identity: super::hooks::Identity,
+    /// The socket it came on, and its rules.
+    pub access: Arc<super::endpoint::Access>,
     pub session: Session,
 }
 

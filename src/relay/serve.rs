@@ -62,13 +62,12 @@ pub trait Calls: Send + Sync + 'static {
     fn refused(&self, limit: &'static str);
 }
 
-/// Serves `calls` on `listener` (answering each of `heartbeats` as it turns) until
-/// `shutdown` completes, then tells every client to go
-/// away (HTTP/2 GOAWAY) and lets calls in flight finish for up to [`DRAIN_TIMEOUT`]; a client
-/// that holds its connection longer is cut off.
+/// Serves each listener's `calls` (one socket per policy: the main socket and the scoped ones,
+/// under the same connection limits), answering each of `heartbeats` as it turns, until
+/// `shutdown` completes; then tells every client to go away (HTTP/2 GOAWAY) and lets calls in
+/// flight finish for up to [`DRAIN_TIMEOUT`]; a client that holds its connection longer is cut off.
 pub async fn serve<C: Calls>(
-    listener: UnixListener,
-    calls: Arc<C>,
+    listeners: Vec<(UnixListener, Arc<C>)>,
     limits: Limits,
     mut heartbeats: tokio::sync::mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send,
@@ -76,20 +75,27 @@ pub async fn serve<C: Calls>(
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
     let admission = Admission::new(limits.connections, limits.connections_per_uid);
+    // Each socket accepts on a task of its own and hands its connections here, one at a time.
+    let (accepted, mut arrivals) = tokio::sync::mpsc::channel::<(UnixStream, Arc<C>)>(1);
+    let mut acceptors = JoinSet::new();
+    for (listener, calls) in listeners {
+        acceptors.spawn(accept(listener, calls, accepted.clone()));
+    }
+    drop(accepted);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+            arrival = arrivals.recv() => match arrival {
+                Some((stream, calls)) => {
                     // The uid alone first (one getsockopt): a refused peer costs no /proc read.
                     let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
                     match admission.admit(uid) {
                         Ok(Admit::Now(admitted)) => {
-                            connections.spawn(connection(stream, admitted, calls.clone(), limits, stopping.clone()));
+                            connections.spawn(connection(stream, admitted, calls, limits, stopping.clone()));
                         }
                         // An idle connection was sent away: this one is served once it has gone.
                         Ok(Admit::After(slot, limit)) => {
-                            let (calls, stopping) = (calls.clone(), stopping.clone());
+                            let stopping = stopping.clone();
                             connections.spawn(async move {
                                 match tokio::time::timeout(RECLAIM_WAIT, slot).await {
                                     Ok(Ok(admitted)) => connection(stream, admitted, calls, limits, stopping).await,
@@ -100,11 +106,7 @@ pub async fn serve<C: Calls>(
                         Err(refused) => calls.refused(refused.label()),
                     }
                 }
-                Err(error) => {
-                    // Out of file descriptors and the like: pause rather than spin.
-                    tracing::warn!(%error, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                None => break,
             },
             // Reap connections that ended, so the set holds only live ones.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -115,7 +117,8 @@ pub async fn serve<C: Calls>(
             () = &mut shutdown => break,
         }
     }
-    drop(listener);
+    // The sockets stop accepting (their listeners dropped with their tasks).
+    acceptors.abort_all();
     let _ = stop.send(true);
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async { while connections.join_next().await.is_some() {} });
     if drained.await.is_err() {
@@ -123,6 +126,29 @@ pub async fn serve<C: Calls>(
         connections.abort_all();
     }
     Ok(())
+}
+
+/// Accepts `listener`'s connections and hands each on with the calls it is served by, until the
+/// serving loop has gone.
+async fn accept<C: Calls>(
+    listener: UnixListener,
+    calls: Arc<C>,
+    accepted: tokio::sync::mpsc::Sender<(UnixStream, Arc<C>)>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                if accepted.send((stream, calls.clone())).await.is_err() {
+                    return;
+                }
+            }
+            Err(error) => {
+                // Out of file descriptors and the like: pause rather than spin.
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }
 
 /// What a connection's calls report to it.
