@@ -124,11 +124,17 @@ fn is_bidi_or_separator(c: char) -> bool {
 
 /// The pod UID and container ID in a `/proc/<pid>/cgroup`, for the kubelet's cgroup layouts:
 /// systemd (`kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope`, `_` for `-` in the
-/// UID) and cgroupfs (`/kubepods/besteffort/pod<uid>/<id>`), cgroup v1 or v2.
+/// UID) and cgroupfs (`/kubepods/besteffort/pod<uid>/<id>`), cgroup v1 or v2. Only under the
+/// kubelet's cgroup root (`/kubepods` or `/kubepods.slice`, which only root may write): a
+/// process may make a cgroup named after any pod where it is delegated a subtree of its own
+/// (a user's systemd manager, say), and that is not the pod.
 pub fn pod_and_container(cgroup: &str) -> (Option<String>, Option<String>) {
     let mut found = (None, None);
     for line in cgroup.lines() {
         let Some(path) = line.splitn(3, ':').nth(2) else { continue };
+        if !matches!(path.split('/').nth(1), Some("kubepods" | "kubepods.slice")) {
+            continue;
+        }
         for segment in path.split('/') {
             if found.0.is_none() {
                 found.0 = pod_uid_in(segment);
@@ -381,6 +387,10 @@ mod tests {
         assert_eq!(pod_and_container("0::/system.slice/kubelet.service\n"), (None, None));
         // A slice that only looks like a pod's.
         assert_eq!(pod_and_container("0::/user.slice/podcast-player.scope\n"), (None, None));
+        // A pod's cgroup made where a user is delegated a subtree: not under the kubelet's root.
+        let delegated = "0::/user.slice/user-1000.slice/user@1000.service/kubepods/besteffort/\
+                         pod1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9/x\n";
+        assert_eq!(pod_and_container(delegated), (None, None));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The newest real peers, built from source with Go into target/peers (issue 35):
 #   containerd 2.4.2 (containerd, containerd-shim-runc-v2, ctr) in target/peers/containerd-2.4.2/bin,
-#   crictl 1.37.0 as target/peers/crictl-1.37.0,
+#   crictl 1.37.0 and 1.34.0 as target/peers/crictl-<version>,
 #   critest 1.37.0 (cri-tools' test binary) as target/peers/critest-1.37.0,
 # and what tests/critest.rs needs to run critest: ginkgo's CLI (parallel runs) as
 # target/peers/ginkgo-<version>, the CNI plugins loopback, tap and host-local in
@@ -19,6 +19,7 @@ peers=$top/target/peers
 GO=${GO:-/usr/local/go/bin/go}
 CONTAINERD_VERSION=2.4.2
 CRI_TOOLS_VERSION=1.37.0
+OLDER_CRICTL_VERSION=1.34.0
 # The storage drivers containerd's release builds also leave out here (no btrfs, zfs or
 # devmapper headers needed; the tests use the native snapshotter).
 CONTAINERD_TAGS="no_btrfs no_zfs no_devmapper"
@@ -68,30 +69,38 @@ else
   echo "containerd $CONTAINERD_VERSION: $reported"
 fi
 
-# crictl: the version it prints is set as cri-tools' Makefile sets it.
-crictl=$peers/crictl-$CRI_TOOLS_VERSION
-crictl_stamp="crictl v$CRI_TOOLS_VERSION $go_version"
-if up_to_date "$crictl.stamp" "$crictl_stamp" "$crictl"; then
-  echo "crictl $CRI_TOOLS_VERSION: built ($crictl)"
-else
-  step="building crictl $CRI_TOOLS_VERSION (go install sigs.k8s.io/cri-tools/cmd/crictl@v$CRI_TOOLS_VERSION)"
+# crictl: the version it prints is set as cri-tools' Makefile sets it. 1.34.0 too: the oldest
+# cri-tools release the module proxy serves (no 1.26 is served), an older v1 client for the
+# scoped sockets (tests/pod_scoped.rs).
+build_crictl() {
+  local version=$1
+  local crictl=$peers/crictl-$version
+  local stamp="crictl v$version $go_version"
+  if up_to_date "$crictl.stamp" "$stamp" "$crictl"; then
+    echo "crictl $version: built ($crictl)"
+    return
+  fi
+  step="building crictl $version (go install sigs.k8s.io/cri-tools/cmd/crictl@v$version)"
   echo "== $step"
-  gobin=$peers/crictl-gobin
+  local gobin=$peers/crictl-gobin
   rm -rf "$gobin" "$crictl"
   GOBIN=$gobin "$GO" install \
-    -ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=v$CRI_TOOLS_VERSION" \
-    "sigs.k8s.io/cri-tools/cmd/crictl@v$CRI_TOOLS_VERSION"
+    -ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=v$version" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@v$version"
   mv "$gobin/crictl" "$crictl"
   rmdir "$gobin"
-  step="checking the version crictl $CRI_TOOLS_VERSION reports"
+  step="checking the version crictl $version reports"
+  local reported
   reported=$("$crictl" --version)
   case "$reported" in
-    *"$CRI_TOOLS_VERSION"*) ;;
-    *) echo "go-peers.sh: crictl reports '$reported', not $CRI_TOOLS_VERSION" >&2; exit 1 ;;
+    *"$version"*) ;;
+    *) echo "go-peers.sh: crictl reports '$reported', not $version" >&2; exit 1 ;;
   esac
-  echo "$crictl_stamp" >"$crictl.stamp"
-  echo "crictl $CRI_TOOLS_VERSION: $reported"
-fi
+  echo "$stamp" >"$crictl.stamp"
+  echo "crictl $version: $reported"
+}
+build_crictl "$CRI_TOOLS_VERSION"
+build_crictl "$OLDER_CRICTL_VERSION"
 
 # critest: cri-tools' conformance suite is a Go test binary (`go test -c`), which needs a main
 # module: a scratch one under target/peers/src that requires cri-tools at the tag.
@@ -222,5 +231,5 @@ else
 fi
 
 step=""
-echo "peers in $peers: containerd $CONTAINERD_VERSION, crictl $CRI_TOOLS_VERSION, critest $CRI_TOOLS_VERSION," \
+echo "peers in $peers: containerd $CONTAINERD_VERSION, crictl $CRI_TOOLS_VERSION and $OLDER_CRICTL_VERSION, critest $CRI_TOOLS_VERSION," \
   "ginkgo $ginkgo_version, CNI plugins $CNI_VERSION ($go_version)"

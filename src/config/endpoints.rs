@@ -18,6 +18,8 @@ pub(super) struct EndpointFile {
     group: Option<String>,
     #[serde(default)]
     allow: Vec<String>,
+    #[serde(default)]
+    host_paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -71,21 +73,38 @@ pub(super) fn read_endpoints(files: Vec<EndpointFile>) -> Result<Vec<ScopedEndpo
             .ok_or_else(|| invalid("endpoints[].path", "each endpoint needs a path"))?;
         let at = |what: String| invalid("endpoints", format!("{}: {what}", path.display()));
         let policy = match (file.policy.as_deref(), file.allow.is_empty()) {
+            (Some("pod-scoped"), true) => {
+                Policy::PodScoped { host_paths: read_host_paths(&file.host_paths).map_err(at)? }
+            }
             (Some("read-only"), true) => Policy::ReadOnly,
             (Some("images"), true) => Policy::Images,
             (Some("allow") | None, false) => Policy::Allow(read_allow_list(&file.allow).map_err(at)?),
             (Some("allow") | None, true) => return Err(at("policy `allow` needs a non-empty `allow` list".into())),
-            (Some(policy @ ("read-only" | "images")), false) => {
+            (Some(policy @ ("read-only" | "images" | "pod-scoped")), false) => {
                 return Err(at(format!("`allow` is for policy `allow`, not `{policy}`")))
             }
             (Some(other), _) => {
-                return Err(at(format!("policy {other:?} is not one of read-only, images, allow")));
+                return Err(at(format!("policy {other:?} is not one of read-only, images, pod-scoped, allow")));
             }
         };
+        if !file.host_paths.is_empty() && !matches!(policy, Policy::PodScoped { .. }) {
+            return Err(at(format!("`host_paths` is for policy `pod-scoped`, not `{}`", policy.name())));
+        }
         let mode = file.mode.as_deref().map(|m| parse_mode("endpoints[].mode", m)).transpose()?.unwrap_or(0o660);
         endpoints.push(ScopedEndpoint { path, mode, group: file.group, policy });
     }
     Ok(endpoints)
+}
+
+/// Where a pod-scoped caller's creates may mount host paths: absolute, with no `..`.
+fn read_host_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    use std::path::Component;
+    let plain =
+        |p: &PathBuf| p.is_absolute() && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    match paths.iter().find(|p| !plain(p)) {
+        Some(path) => Err(format!("host_paths: {} is not an absolute path without `..`", path.display())),
+        None => Ok(paths.to_vec()),
+    }
 }
 
 /// Each entry names an RPC as `Service/Method` (`RuntimeService/ListContainers`) that some CRI

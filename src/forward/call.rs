@@ -148,14 +148,31 @@ impl Forwarder {
                 .into())
             }
         };
-        let message = frame.slice(PREFIX_LEN..);
-        // Judged by the socket's rules once the request is here, before anything reaches the runtime.
+        let mut message = frame.slice(PREFIX_LEN..);
+        // Judged by the socket's rules once the request is here, before anything reaches the
+        // runtime; what is sent may be the request changed (no verbose info, a list narrowed).
         *named = Named::read(rpc, &message);
-        if let Err(denied) = client.access.judge(rpc, &message, &client.identity) {
-            named.denied = true;
-            return Err(denied.into());
-        }
+        let judged = match client.access.judge(rpc, &message, &client.identity) {
+            Ok(judged) => judged,
+            Err(denied) => {
+                named.denied = true;
+                return Err(denied.into());
+            }
+        };
+        let frame = match judged.rewritten {
+            Some(rewritten) => message::frame(&rewritten),
+            None => frame,
+        };
+        message = frame.slice(PREFIX_LEN..);
         let backend = self.backend_for(rpc);
+        if let Some(scope) = &judged.pod {
+            let found = backend.version().await?;
+            if let Err(denied) = self.hold_to_pod(rpc, &message, scope, session, found.version).await {
+                named.denied = true;
+                return Err(denied.into());
+            }
+        }
+        let pod = judged.pod.as_ref().map(|scope| scope.uid.as_str());
         let upstream = session.upstream(rpc.info.service);
         let mut metadata = headers;
         for name in &NOT_FORWARDED {
@@ -256,7 +273,7 @@ impl Forwarder {
             if let Some(emulated) = emulated {
                 return Ok(answer_message(answer, emulated).await?);
             }
-            return self.relay_answer(method, &found, session, (backend, upstream), response, answer).await;
+            return self.relay_answer(method, &found, session, (backend, upstream), response, answer, pod).await;
         }
     }
 
@@ -271,7 +288,9 @@ impl Forwarder {
     /// Hands the runtime's answer to the caller: the head, every DATA frame as it came (only
     /// each message's size read) or each message converted, and the trailers. A message being
     /// converted is held within the connection's memory bound; one passed as it came is held
-    /// by the runtime connection's flow-control window alone.
+    /// by the runtime connection's flow-control window alone. A pod-scoped caller's events
+    /// (`pod`) are converted, and only its pod's are passed.
+    #[allow(clippy::too_many_arguments)]
     async fn relay_answer(
         self: &Arc<Self>,
         method: &Arc<Method>,
@@ -280,10 +299,13 @@ impl Forwarder {
         (backend, upstream): (&Backend, &Upstream),
         response: http::Response<RecvStream>,
         answer: &mut Answer,
+        pod: Option<&str>,
     ) -> Result<Code, Failure> {
         let (rpc, plan) = (method.rpc, method.plan(found.version));
-        let old_events = rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE;
-        let converting = !plan.response.is_identity() || old_events;
+        let events = rpc.info.method == "GetContainerEvents";
+        let old_events = events && found.profile.runtime.minor < EVENT_STATUS_SINCE;
+        let pod_events = pod.filter(|_| events);
+        let converting = !plan.response.is_identity() || old_events || pod_events.is_some();
         let (mut head, mut body) = response.into_parts();
         if converting {
             head.headers.remove(http::header::CONTENT_LENGTH);
@@ -313,6 +335,9 @@ impl Forwarder {
                 splitter.push(chunk, limit, &mut messages).map_err(too_big)?;
                 for message in messages.drain(..) {
                     let converted = self.answer_for_caller(method, found, message, session, &mut charge).await?;
+                    if pod_events.is_some_and(|pod| !crate::access::pod::event_of_pod(&converted, pod)) {
+                        continue;
+                    }
                     self.hold(&mut charge, converted.len(), rpc).await?;
                     // A caller slow to take it gives back what it holds beyond its share.
                     let holding = charge.holds_shared();

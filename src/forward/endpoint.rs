@@ -8,7 +8,7 @@
 //! `PERMISSION_DENIED` naming the RPC, the socket and its policy, counted, and audited.
 
 use super::hooks::Identity;
-use crate::access::{self, Policy};
+use crate::access::{self, pod, Policy};
 use crate::config::Principals;
 use crate::convert::scan::{self, Limits};
 use crate::error::Error;
@@ -45,8 +45,9 @@ impl Access {
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(rules);
     }
 
-    /// Whether `rpc`, with `request` (its message), may go on for `caller`; if not, the denial.
-    pub(super) fn judge(&self, rpc: Rpc, request: &[u8], caller: &Identity) -> Result<(), Error> {
+    /// Whether `rpc`, with `request` (its message), may go on for `caller`, and how; if not, the
+    /// denial.
+    pub(super) fn judge(&self, rpc: Rpc, request: &[u8], caller: &Identity) -> Result<Judged, Error> {
         let rules = self.rules();
         let deny = |why: String| Error::Denied {
             rpc: rpc.name(),
@@ -62,7 +63,7 @@ impl Access {
                 )));
             }
         }
-        rules.policy.decide(rpc.version, rpc.info, request).map_err(|denied| deny(denied.why.to_string()))?;
+        let verdict = rules.policy.decide(rpc.version, rpc.info, request).map_err(|d| deny(d.why.to_string()))?;
         // What the scan cannot judge (a field newer than cri-bridge's schema) is refused on a
         // scoped socket, whatever the loss policy says elsewhere.
         if rules.policy != Policy::All {
@@ -79,6 +80,51 @@ impl Access {
                 }
             }
         }
-        Ok(())
+        let mut judged = Judged::default();
+        if let Some(number) = verdict.drop_verbose {
+            let (without, _) = scan::without_field(request, number).map_err(|e| deny(e.to_string()))?;
+            judged.rewritten = Some(without);
+        }
+        if verdict.pod_scoped {
+            let Some(pod_uid) = caller.pod_uid.clone() else {
+                return Err(deny("the caller runs in no pod (its cgroup names none)".into()));
+            };
+            if let Some(narrowing) = pod::narrowing(rpc.version, rpc.info, &pod_uid) {
+                let mut narrowed = judged.rewritten.take().unwrap_or_else(|| request.to_vec());
+                narrowed.extend(narrowing);
+                judged.rewritten = Some(narrowed);
+            }
+            let Policy::PodScoped { host_paths } = &rules.policy else { unreachable!("only pod-scoped scopes") };
+            let (host_paths, socket) = (host_paths.clone(), self.socket.clone());
+            judged.pod = Some(PodScope { uid: pod_uid, host_paths, rpc: rpc.name(), socket });
+        }
+        Ok(judged)
+    }
+}
+
+/// How a call may go on.
+#[derive(Debug, Default)]
+pub(super) struct Judged {
+    /// The request to send instead of the caller's (without `verbose`, or narrowed to a pod).
+    pub rewritten: Option<Vec<u8>>,
+    /// The caller is held to this pod: the ids its request names are checked (`super::pod_scope`).
+    pub pod: Option<PodScope>,
+}
+
+/// The pod a pod-scoped caller is held to.
+#[derive(Debug)]
+pub(super) struct PodScope {
+    pub uid: String,
+    /// Where its creates may mount host paths.
+    pub host_paths: Vec<std::path::PathBuf>,
+    /// The call and the socket, for a denial.
+    rpc: String,
+    socket: String,
+}
+
+impl PodScope {
+    /// A denial of the call, naming the RPC, the socket and the policy.
+    pub(super) fn deny(&self, why: String) -> Error {
+        Error::Denied { rpc: self.rpc.clone(), socket: self.socket.clone(), policy: "pod-scoped", why }
     }
 }

@@ -16,6 +16,7 @@ mod endpoint;
 mod failure;
 mod hooks;
 mod offload;
+mod pod_scope;
 mod request_body;
 mod session;
 

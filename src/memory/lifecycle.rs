@@ -236,12 +236,20 @@ impl MemoryRuntime {
             // The seccomp profile it was created with, as a runtime's verbose info shows its spec.
             let context = container.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
             let seccomp = context.and_then(|c| c.seccomp.as_ref()).map(|p| format!("{p:?}")).unwrap_or_default();
+            // And its environment, as containerd's spec in the info holds it (secrets included).
+            let envs: Vec<String> = container
+                .config
+                .envs
+                .iter()
+                .map(|e| json_string(&format!("{}={}", e.key, String::from_utf8_lossy(&e.value))))
+                .collect();
             let json = format!(
-                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{},\"seccomp\":{}}}",
+                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{},\"seccomp\":{},\"env\":[{}]}}",
                 json_string(&container.sandbox_id),
                 container.pid,
                 json_string(&container.log_path),
-                json_string(&seccomp)
+                json_string(&seccomp),
+                envs.join(",")
             );
             info.insert("info".to_string(), json);
         }

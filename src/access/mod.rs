@@ -3,83 +3,21 @@
 //!
 //! Every RPC of every version is in one [`Class`] ([`class_of`]); an RPC cri-bridge does not know
 //! (one newer than its schema) is in none, and every policy but an explicit allow list that names
-//! it denies it. The read-only policy also refuses a status request that asks for `verbose`
-//! info: containerd puts the container's whole OCI spec there (its environment, secrets
-//! included), and `Status`'s info holds the runtime's config (registry credentials included).
+//! it denies it. The read-only and pod-scoped policies pass a status request that asks for
+//! `verbose` info without the flag, so the runtime gives none: containerd puts the container's
+//! whole OCI spec there (its environment, secrets included), and `Status`'s info holds the
+//! runtime's config (registry credentials included). A pod-scoped caller is held to its own pod
+//! ([`pod`]).
+
+mod class;
+pub mod pod;
+
+pub use class::{class_of, mutates, Class, Denied};
 
 use crate::api::RpcInfo;
 use crate::convert::wire::last_varint;
 use crate::version::CriVersion;
-
-/// What an RPC does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    /// Reads state: versions, status, lists, stats, metrics, events, image facts.
-    Read,
-    /// Runs a command in a container, or opens a stream into one: a shell on the node.
-    Shell,
-    /// Changes what runs or how: sandboxes, containers, resources, checkpoints, runtime config.
-    Mutate,
-    /// Changes the image store: pulls and removals.
-    ImageMutate,
-}
-
-/// Each RPC cri-bridge knows, by method name (the same in every version that has it).
-const CLASSES: &[(&str, Class)] = &[
-    ("Version", Class::Read),
-    ("Status", Class::Read),
-    ("RuntimeConfig", Class::Read),
-    ("ListPodSandbox", Class::Read),
-    ("StreamPodSandboxes", Class::Read),
-    ("PodSandboxStatus", Class::Read),
-    ("ListContainers", Class::Read),
-    ("StreamContainers", Class::Read),
-    ("ContainerStatus", Class::Read),
-    ("ContainerStats", Class::Read),
-    ("ListContainerStats", Class::Read),
-    ("StreamContainerStats", Class::Read),
-    ("PodSandboxStats", Class::Read),
-    ("ListPodSandboxStats", Class::Read),
-    ("StreamPodSandboxStats", Class::Read),
-    ("ListMetricDescriptors", Class::Read),
-    ("ListPodSandboxMetrics", Class::Read),
-    ("StreamPodSandboxMetrics", Class::Read),
-    ("GetContainerEvents", Class::Read),
-    ("ImageFsInfo", Class::Read),
-    ("ListImages", Class::Read),
-    ("StreamImages", Class::Read),
-    ("ImageStatus", Class::Read),
-    ("Exec", Class::Shell),
-    ("ExecSync", Class::Shell),
-    ("Attach", Class::Shell),
-    ("PortForward", Class::Shell),
-    ("RunPodSandbox", Class::Mutate),
-    ("StopPodSandbox", Class::Mutate),
-    ("RemovePodSandbox", Class::Mutate),
-    ("CreateContainer", Class::Mutate),
-    ("StartContainer", Class::Mutate),
-    ("StopContainer", Class::Mutate),
-    ("RemoveContainer", Class::Mutate),
-    ("UpdateContainerResources", Class::Mutate),
-    ("UpdatePodSandboxResources", Class::Mutate),
-    ("ReopenContainerLog", Class::Mutate),
-    ("CheckpointContainer", Class::Mutate),
-    ("CheckpointPod", Class::Mutate),
-    ("RestorePod", Class::Mutate),
-    ("UpdateRuntimeConfig", Class::Mutate),
-    ("PullImage", Class::ImageMutate),
-    ("RemoveImage", Class::ImageMutate),
-];
-
-/// The class of an RPC; `None` for one cri-bridge does not know.
-pub fn class_of(method: &str) -> Option<Class> {
-    CLASSES.iter().find(|(name, _)| *name == method).map(|(_, class)| *class)
-}
-
-/// Whether a call changes the node (what the audit log records and a uid restriction guards).
-pub fn mutates(method: &str) -> bool {
-    !matches!(class_of(method), Some(Class::Read))
-}
+use std::path::PathBuf;
 
 /// An endpoint's policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +30,20 @@ pub enum Policy {
     Images,
     /// Exactly these RPCs, each `Service/Method` (`RuntimeService/ListContainers`).
     Allow(Vec<String>),
+    /// The caller's own pod, found from its cgroup: reads, shells and changes that name its
+    /// sandbox or its containers, lists and events filtered to it, creates without privilege
+    /// (host paths only under these).
+    PodScoped { host_paths: Vec<PathBuf> },
+}
+
+/// What a call may do, when its policy lets it go on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Sent without its `verbose` flag (the field's number): the runtime gives no info.
+    pub drop_verbose: Option<u32>,
+    /// Held to the caller's pod ([`pod`]): the ids it names are checked, a list filtered, a
+    /// create judged for privilege.
+    pub pod_scoped: bool,
 }
 
 impl Policy {
@@ -102,53 +54,48 @@ impl Policy {
             Policy::ReadOnly => "read-only",
             Policy::Images => "images",
             Policy::Allow(_) => "allow",
+            Policy::PodScoped { .. } => "pod-scoped",
         }
     }
 
-    /// Whether a call of `rpc` (of `version`) with `request` (its message bytes) may go on;
-    /// if not, why, for a `PERMISSION_DENIED`.
-    pub fn decide(&self, version: CriVersion, rpc: &RpcInfo, request: &[u8]) -> Result<(), Denied> {
+    /// Whether a call of `rpc` (of `version`) with `request` (its message bytes) may go on, and
+    /// how; if not, why, for a `PERMISSION_DENIED`.
+    pub fn decide(&self, version: CriVersion, rpc: &RpcInfo, request: &[u8]) -> Result<Verdict, Denied> {
         let denied = |why: &'static str| Err(Denied { why });
+        let pass = Ok(Verdict::default());
+        let without_verbose = || Verdict { drop_verbose: verbose_flag(version, rpc, request), ..Verdict::default() };
         match self {
-            Policy::All => Ok(()),
+            Policy::All => pass,
             Policy::Allow(listed) => match listed.iter().any(|l| is_rpc(l, rpc)) {
-                true => Ok(()),
+                true => pass,
                 false => denied("the RPC is not in its allow list"),
             },
             Policy::Images => match rpc.service {
-                "ImageService" => Ok(()),
+                "ImageService" => pass,
                 _ => denied("it serves the ImageService only"),
             },
             Policy::ReadOnly => match class_of(rpc.method) {
-                Some(Class::Read) if asks_verbose(version, rpc, request) => {
-                    denied("verbose info holds the container's spec and environment, or the runtime's config")
-                }
-                Some(Class::Read) => Ok(()),
+                Some(Class::Read) => Ok(without_verbose()),
                 Some(Class::Shell) => denied("exec, attach and port-forward are a shell in the container"),
                 Some(Class::Mutate | Class::ImageMutate) => denied("the RPC changes the node"),
                 None => denied("cri-bridge does not know the RPC (newer than its schema)"),
             },
+            Policy::PodScoped { .. } => {
+                pod::allowed(rpc.method)?;
+                Ok(Verdict { pod_scoped: true, ..without_verbose() })
+            }
         }
     }
-}
-
-/// Why a policy denies a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Denied {
-    pub why: &'static str,
 }
 
 fn is_rpc(listed: &str, rpc: &RpcInfo) -> bool {
     listed.split_once('/').is_some_and(|(service, method)| service == rpc.service && method == rpc.method)
 }
 
-/// Whether a status request sets its `verbose` flag.
-fn asks_verbose(version: CriVersion, rpc: &RpcInfo, request: &[u8]) -> bool {
-    let field = format!("{}.verbose", rpc.request);
-    match version.schema().field_by_name(&field) {
-        Some((_, verbose)) => last_varint(request, verbose.number).is_some_and(|v| v != 0),
-        None => false,
-    }
+/// The number of a status request's `verbose` field, when the request sets it.
+fn verbose_flag(version: CriVersion, rpc: &RpcInfo, request: &[u8]) -> Option<u32> {
+    let (_, verbose) = version.schema().field_by_name(&format!("{}.verbose", rpc.request))?;
+    last_varint(request, verbose.number).filter(|v| *v != 0).map(|_| verbose.number)
 }
 
 #[cfg(test)]
@@ -177,8 +124,8 @@ mod tests {
         // ContainerStatusRequest { container_id: "c", verbose: true }
         let verbose = [0x0a, 0x01, b'c', 0x10, 0x01];
         let status = rpc(V1, "RuntimeService", "ContainerStatus");
-        assert!(policy.decide(V1, status, &verbose).unwrap_err().why.contains("verbose"));
-        assert!(policy.decide(V1, status, &verbose[..3]).is_ok());
+        assert_eq!(policy.decide(V1, status, &verbose).unwrap().drop_verbose, Some(2), "sent without the flag");
+        assert_eq!(policy.decide(V1, status, &verbose[..3]).unwrap(), Verdict::default());
         for method in ["Exec", "ExecSync", "Attach", "PortForward", "CreateContainer", "RunPodSandbox"] {
             assert!(policy.decide(V1, rpc(V1, "RuntimeService", method), &[]).is_err(), "{method}");
         }

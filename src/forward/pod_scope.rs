@@ -1,0 +1,84 @@
+//! A pod-scoped caller held to its pod (issue 38): the sandbox or container its request names is
+//! asked of the runtime, on the caller's own runtime connection (what it costs, it costs only
+//! that caller), and must be its pod's; a create must ask for no privilege. The answer "not
+//! yours" and "no such id" are the same denial, so that a caller learns nothing of other pods.
+
+use super::endpoint::PodScope;
+use super::{Forwarder, Session};
+use crate::access::pod::{self, Owner};
+use crate::api::v1;
+use crate::error::Error;
+use crate::grpc::Rpc;
+use crate::version::CriVersion;
+use prost::Message;
+use std::time::Duration;
+
+/// How long a lookup of who owns an id may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Forwarder {
+    /// Denies the call unless what it names is `scope`'s pod's, and a create asks for no
+    /// privilege. `backend` is the version the runtime speaks.
+    pub(super) async fn hold_to_pod(
+        &self,
+        rpc: Rpc,
+        request: &[u8],
+        scope: &PodScope,
+        session: &Session,
+        backend: CriVersion,
+    ) -> Result<(), Error> {
+        if rpc.info.method == "CreateContainer" {
+            pod::create_without_privilege(rpc.version, request, &scope.uid, &scope.host_paths)
+                .map_err(|why| scope.deny(format!("a pod-scoped create asks for no privilege: {why}")))?;
+        }
+        let sandbox = match pod::owner(rpc.version, rpc.info, request) {
+            Owner::Nothing => return Ok(()),
+            Owner::Sandbox(id) => id,
+            Owner::Container(id) => self.sandbox_of(session, backend, &id).await.unwrap_or_default(),
+        };
+        let pod_uid = match sandbox.is_empty() {
+            true => None,
+            false => self.pod_of(session, backend, &sandbox).await,
+        };
+        match pod_uid {
+            Some(uid) if uid == scope.uid => Ok(()),
+            _ => Err(scope.deny("it names a sandbox or container that is not the caller's pod's".into())),
+        }
+    }
+
+    /// The sandbox a container belongs to (`ListContainers` by its id), as the runtime says.
+    async fn sandbox_of(&self, session: &Session, backend: CriVersion, container: &str) -> Option<String> {
+        if container.is_empty() {
+            return None;
+        }
+        let filter = v1::ContainerFilter { id: container.to_string(), ..Default::default() };
+        let request = v1::ListContainersRequest { filter: Some(filter) };
+        let answer = self.own_unary(session, backend, "ListContainers", &request.encode_to_vec()).await?;
+        let listed = v1::ListContainersResponse::decode(answer).ok()?;
+        listed.containers.into_iter().find(|c| c.id == container).map(|c| c.pod_sandbox_id)
+    }
+
+    /// The pod UID of a sandbox (`PodSandboxStatus`'s metadata, which the kubelet set from the
+    /// pod), as the runtime says.
+    async fn pod_of(&self, session: &Session, backend: CriVersion, sandbox: &str) -> Option<String> {
+        let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: false };
+        let answer = self.own_unary(session, backend, "PodSandboxStatus", &request.encode_to_vec()).await?;
+        let status = v1::PodSandboxStatusResponse::decode(answer).ok()?.status?;
+        status.metadata.map(|m| m.uid)
+    }
+
+    /// One call of cri-bridge's own on the caller's runtime connection (these requests and
+    /// answers encode alike in every version).
+    async fn own_unary(
+        &self,
+        session: &Session,
+        backend: CriVersion,
+        method: &str,
+        request: &[u8],
+    ) -> Option<bytes::Bytes> {
+        let info = backend.schema().rpc("RuntimeService", method)?;
+        let path = Rpc { version: backend, info }.path();
+        let upstream = session.upstream("RuntimeService");
+        upstream.unary(&path, request, LOOKUP_TIMEOUT, self.max_message_size).await.ok()
+    }
+}
