@@ -61,6 +61,13 @@ pub enum Error {
     )]
     BufferReclaimed { rpc: String },
 
+    /// A call in a CRI version being retired, during its brownout (`brownout`).
+    #[error(
+        "{rpc}: CRI {version} is browned out on this node ({how}: brownout.{version} in cri-bridge's config): the \
+         runtime is moving to a newer CRI; move this client off {version} (`cri-bridge callers` lists who still uses it)"
+    )]
+    BrownedOut { rpc: String, version: crate::version::CriVersion, how: String },
+
     /// A call its socket's rules do not allow (`endpoints`, `listen.mutating`).
     #[error("{rpc}: denied on {socket} (policy {policy}): {why}")]
     Denied { rpc: String, socket: String, policy: &'static str, why: String },
@@ -91,7 +98,8 @@ impl From<Error> for Status {
             Error::Refused(_)
             | Error::NotInBackendVersion { .. }
             | Error::NotInRuntimeRevision { .. }
-            | Error::DriverUnknown { .. } => Code::Unimplemented,
+            | Error::DriverUnknown { .. }
+            | Error::BrownedOut { .. } => Code::Unimplemented,
             Error::BadRequest { .. } => Code::InvalidArgument,
             Error::BadResponse { .. } | Error::ConversionAborted { .. } => Code::Internal,
             Error::CallerStalled { .. }

@@ -174,12 +174,17 @@ fn fail(error: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// The audit log's target (`cri_bridge::forward`'s audit lines), always at info.
+const AUDIT_DIRECTIVE: &str = "audit=info";
+
 /// Starts logging; returns how a reload sets a new `log.level`.
 fn init_logging(config: &Config) -> SetLogLevel {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into());
+    // The audit lines pass whatever the level: the filter is the level and `audit=info`.
+    let with_audit = |level: &str| EnvFilter::try_new(format!("{level},{AUDIT_DIRECTIVE}"));
+    let filter = with_audit(&config.log_level).unwrap_or_else(|_| format!("info,{AUDIT_DIRECTIVE}").into());
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     // Colours only on a terminal: journald and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -190,7 +195,7 @@ fn init_logging(config: &Config) -> SetLogLevel {
         LogFormat::Text => registry.with(layer).init(),
     }
     Box::new(move |level: &str| {
-        let filter = EnvFilter::try_new(level).map_err(|e| format!("{level:?}: {e}"))?;
+        let filter = with_audit(level).map_err(|e| format!("{level:?}: {e}"))?;
         handle.reload(filter).map_err(|e| e.to_string())
     })
 }

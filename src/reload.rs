@@ -97,12 +97,17 @@ impl Live {
             let pins = Pins { version: old.backend_version, revision: old.image_revision, cgroup_driver: None };
             self.image.set_pins(pins);
         }
-        if new.mutating != old.mutating {
+        let (mutating, brownout) = (new.mutating != old.mutating, new.brownout != old.brownout);
+        if mutating || brownout {
             old.mutating = new.mutating.clone();
+            old.brownout = new.brownout.clone();
             if let Some(main) = self.sockets.first() {
-                main.set(Rules { policy: Policy::All, mutating: old.mutating.clone() });
+                let (mutating, brownout) = (old.mutating.clone(), old.brownout.clone());
+                main.set(Rules { policy: Policy::All, mutating, brownout });
             }
-            applied.changed.push("listen.mutating");
+            applied
+                .changed
+                .extend([("listen.mutating", mutating), ("brownout", brownout)].iter().filter(|c| c.1).map(|c| c.0));
         }
         // The same sockets (path, mode, group, in order): their policies change live. Any other
         // change to the list waits for a restart, which opens and closes sockets.
@@ -114,7 +119,7 @@ impl Live {
                 .all(|(n, o)| (&n.path, n.mode, &n.group) == (&o.path, o.mode, &o.group));
         if same_sockets && new.endpoints != old.endpoints {
             for (endpoint, access) in new.endpoints.iter().zip(self.sockets.iter().skip(1)) {
-                access.set(Rules { policy: endpoint.policy.clone(), mutating: None });
+                access.set(Rules { policy: endpoint.policy.clone(), mutating: None, brownout: Vec::new() });
             }
             old.endpoints = new.endpoints.clone();
             applied.changed.push("endpoints");

@@ -206,7 +206,7 @@ pub async fn run_on(
             budget.clone(),
         ));
         // The main socket, then each scoped one, all served by the one forwarder.
-        let main_rules = Rules { policy: Policy::All, mutating: config.mutating.clone() };
+        let main_rules = Rules { policy: Policy::All, mutating: config.mutating.clone(), brownout: config.brownout.clone() };
         let mut accesses = vec![Access::new(&listen, main_rules)];
         let mut sockets = vec![(listener, Arc::new(Scoped { forwarder: forwarder.clone(), access: accesses[0].clone() }))];
         let mut scoped_files = Vec::new();
@@ -222,7 +222,7 @@ pub async fn run_on(
                 }
             };
             tracing::info!(listen = %endpoint.path.display(), policy = endpoint.policy.name(), "serving a scoped socket");
-            let access = Access::new(&endpoint.path, Rules { policy: endpoint.policy.clone(), mutating: None });
+            let access = Access::new(&endpoint.path, Rules { policy: endpoint.policy.clone(), mutating: None, brownout: Vec::new() });
             sockets.push((listener, Arc::new(Scoped { forwarder: forwarder.clone(), access: access.clone() })));
             accesses.push(access);
             scoped_files.push(file);

@@ -374,3 +374,76 @@ fn a_config_file_is_read_up_to_its_limit_only() {
     assert!(error.contains(&path.display().to_string()) && error.contains("larger than 1048576 bytes"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `endpoints`, `listen.mutating` and `brownout` (issue 38): each policy parses, and each
+/// mistake is refused naming its key.
+#[test]
+fn scoped_sockets_mutating_callers_and_brownouts_parse_and_their_mistakes_name_the_key() {
+    use cri_bridge::access::brownout::Brownout;
+    use cri_bridge::access::Policy;
+    use std::time::Duration;
+    let config = Config::parse(
+        r#"
+listen:
+  mutating:
+    uids: [0]
+    gids: [990]
+endpoints:
+  - path: /run/cri-bridge/read-only.sock
+    policy: read-only
+    mode: "0660"
+    group: "0"
+  - path: /run/cri-bridge/images.sock
+    policy: images
+  - path: /run/cri-bridge/pod.sock
+    policy: pod-scoped
+    host_paths: [/var/log/pods]
+  - path: /run/cri-bridge/ci.sock
+    allow: [RuntimeService/ListContainers, RuntimeService/ContainerStats]
+brownout:
+  v1alpha2: deny
+  v1alpha1:
+    every: 1h
+    for: 10m
+"#,
+    )
+    .unwrap();
+    let policies: Vec<Policy> = config.endpoints.iter().map(|e| e.policy.clone()).collect();
+    assert_eq!(
+        policies,
+        vec![
+            Policy::ReadOnly,
+            Policy::Images,
+            Policy::PodScoped { host_paths: vec![PathBuf::from("/var/log/pods")] },
+            Policy::Allow(vec!["RuntimeService/ListContainers".into(), "RuntimeService/ContainerStats".into()]),
+        ]
+    );
+    assert_eq!(config.endpoints[0].group.as_deref(), Some("0"));
+    let mutating = config.mutating.unwrap();
+    assert_eq!((mutating.uids, mutating.gids), (vec![0], vec![990]));
+    let hour = Brownout::Schedule { every: Duration::from_secs(3600), refused: Duration::from_secs(600) };
+    assert_eq!(config.brownout, vec![(V1alpha1, hour), (V1alpha2, Brownout::Always)]);
+
+    let endpoint = |rest: &str| format!("endpoints:\n  - path: /run/x.sock\n    {rest}\n");
+    assert!(invalid(&endpoint("policy: everything"), "endpoints").contains("everything"));
+    assert!(invalid(&endpoint("policy: allow"), "endpoints").contains("non-empty `allow`"));
+    assert!(invalid(&endpoint("allow: [RuntimeService/ListContainer]"), "endpoints").contains("ListContainer\""));
+    assert!(
+        invalid(&endpoint("policy: read-only\n    allow: [RuntimeService/Version]"), "endpoints").contains("`allow`")
+    );
+    assert!(invalid(&endpoint("policy: pod-scoped\n    host_paths: [/var/../etc]"), "endpoints").contains("host_paths"));
+    assert!(invalid(&endpoint("policy: images\n    host_paths: [/var]"), "endpoints").contains("host_paths"));
+    invalid(&endpoint("policy: read-only\n    mode: \"999\""), "endpoints[].mode");
+    invalid("endpoints:\n  - policy: read-only\n", "endpoints[].path");
+    let twice = "endpoints:\n  - path: /run/x.sock\n    policy: images\n  - path: /run/x.sock\n    policy: read-only\n";
+    assert!(invalid(twice, "endpoints").contains("of its own"));
+    let main = "listen:\n  path: /run/x.sock\nendpoints:\n  - path: /run/x.sock\n    policy: images\n";
+    invalid(main, "endpoints");
+    invalid("listen:\n  mutating: {}\n", "listen.mutating");
+    assert!(invalid("brownout:\n  v1alpha2: sometimes\n", "brownout").contains("sometimes"));
+    assert!(invalid("brownout:\n  v1alpha2:\n    every: 10m\n    for: 1h\n", "brownout").contains("shorter"));
+    assert!(invalid("brownout:\n  v1alpha2:\n    every: 1 hour\n    for: 1m\n", "brownout").contains("1 hour"));
+    invalid("brownout:\n  v2: deny\n", "brownout");
+    assert!(invalid("listen:\n  versions: [v1]\nbrownout:\n  v1alpha2: deny\n", "brownout").contains("not served"));
+    assert!(error("endpoints:\n  - path: /run/x.sock\n    policy: images\n    colour: red\n").contains("colour"));
+}

@@ -183,7 +183,8 @@ fn own_id(key: &str) -> u32 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// The binary: every mutating call and every denial is one JSON audit line naming the caller,
+/// The binary: every mutating call and every denial is one JSON audit line (whatever
+/// `log.level`: here `warn`) naming the caller,
 /// the socket, the RPC, the ids and the outcome, and nothing the request carried besides; the
 /// denials are counted by socket and RPC; a reload (SIGHUP) changes a policy for new calls.
 #[tokio::test]
@@ -194,7 +195,7 @@ async fn denials_and_changes_are_audited_counted_and_policies_reload() {
     let file = dir.path("config.yaml");
     let write_config = |policy: &str| {
         let text = format!(
-            "listen:\n  path: {}\nbackend:\n  endpoint: unix://{}\nlog:\n  format: json\nmetrics:\n  listen: 127.0.0.1:{port}\n\
+            "listen:\n  path: {}\nbackend:\n  endpoint: unix://{}\nlog:\n  format: json\n  level: warn\nmetrics:\n  listen: 127.0.0.1:{port}\n\
              endpoints:\n  - path: {}\n    {policy}\n",
             dir.path("bridge.sock").display(),
             dir.path("runtime.sock").display(),
@@ -277,4 +278,50 @@ fn get(port: u16, path: &str) -> (u16, String) {
     stream.read_to_string(&mut answer).unwrap();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     (head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), body.to_string())
+}
+
+/// `brownout`: a CRI version being retired is refused on the main socket, always or for part
+/// of each period, naming the migration; the other versions are served as before.
+#[tokio::test]
+async fn a_browned_out_version_is_refused_naming_the_migration() {
+    use cri_bridge::access::brownout::Brownout;
+    let dir = TempDir::new("brownout");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
+    config.brownout = vec![(cri_bridge::CriVersion::V1alpha2, Brownout::Always)];
+    let bridge = Bridge::start(config).await;
+    let mut old = OldRuntimeClient::new(channel(&bridge.socket));
+    let refused = old.version(v1alpha2::VersionRequest::default()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unimplemented, "as a runtime that serves v1 alone answers: {refused:?}");
+    for part in ["RuntimeService/Version", "browned out", "brownout.v1alpha2", "cri-bridge callers"] {
+        assert!(refused.message().contains(part), "names {part}: {refused:?}");
+    }
+    RuntimeClient::new(channel(&bridge.socket)).version(v1::VersionRequest::default()).await.expect("v1 is served");
+    bridge.stop().await;
+
+    // A schedule: refused for the first second of every two, served the other.
+    let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
+    config.listen_path = dir.path("scheduled.sock");
+    let schedule = Brownout::Schedule { every: Duration::from_secs(2), refused: Duration::from_secs(1) };
+    config.brownout = vec![(cri_bridge::CriVersion::V1alpha2, schedule)];
+    let bridge = Bridge::start(config).await;
+    let mut old = OldRuntimeClient::new(channel(&bridge.socket));
+    let (mut refused, mut served) = (0, 0);
+    for _ in 0..60 {
+        match old.version(v1alpha2::VersionRequest::default()).await {
+            Ok(_) => served += 1,
+            Err(status) => {
+                assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+                assert!(status.message().contains("the first 1s of every 2s"), "{status:?}");
+                refused += 1;
+            }
+        }
+        if refused > 0 && served > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused > 0 && served > 0, "both halves of the period seen: {refused} refused, {served} served");
+    bridge.stop().await;
+    runtime.stop().await;
 }

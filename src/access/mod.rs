@@ -9,6 +9,7 @@
 //! runtime's config (registry credentials included). A pod-scoped caller is held to its own pod
 //! ([`pod`]).
 
+pub mod brownout;
 mod class;
 pub mod pod;
 

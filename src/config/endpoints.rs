@@ -1,9 +1,11 @@
 //! `endpoints`: sockets beside `listen.path`, each with its own path, mode, group and one access
-//! policy (`crate::access`); and `listen.mutating`: the uids and gids that may make mutating
-//! calls on the main socket.
+//! policy (`crate::access`); `listen.mutating`: the uids and gids that may make mutating calls
+//! on the main socket; `brownout`: CRI versions refused on the main socket, always or on a
+//! schedule.
 
 use super::error::invalid;
 use super::ConfigError;
+use crate::access::brownout::{parse_duration, Brownout};
 use crate::access::Policy;
 use crate::version::CriVersion;
 use serde::Deserialize;
@@ -133,4 +135,46 @@ pub(super) fn read_mutating(file: Option<MutatingFile>) -> Result<Option<Princip
         }
         Some(file) => Ok(Some(Principals { uids: file.uids, gids: file.gids })),
     }
+}
+
+/// `brownout.<version>`: `deny`, or `{every: 1h, for: 10m}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum BrownoutFile {
+    Word(String),
+    Schedule {
+        every: String,
+        #[serde(rename = "for")]
+        refused: String,
+    },
+}
+
+pub(super) fn read_brownout(
+    file: std::collections::BTreeMap<String, BrownoutFile>,
+) -> Result<Vec<(CriVersion, Brownout)>, ConfigError> {
+    let mut brownouts = Vec::new();
+    for (version, how) in file {
+        let key = || format!("brownout.{version}");
+        let version: CriVersion = version.parse().map_err(|e| invalid("brownout", format!("{e}")))?;
+        let brownout = match how {
+            BrownoutFile::Word(word) if word == "deny" => Brownout::Always,
+            BrownoutFile::Word(other) => {
+                return Err(invalid("brownout", format!("{}: {other:?} is not `deny` or {{every, for}}", key())))
+            }
+            BrownoutFile::Schedule { every, refused } => {
+                let duration = |text: &str| {
+                    parse_duration(text).filter(|d| !d.is_zero()).ok_or_else(|| {
+                        invalid("brownout", format!("{}: {text:?} is not a duration like 10m or 1h", key()))
+                    })
+                };
+                let (every, refused) = (duration(&every)?, duration(&refused)?);
+                if refused >= every {
+                    return Err(invalid("brownout", format!("{}: `for` must be shorter than `every`", key())));
+                }
+                Brownout::Schedule { every, refused }
+            }
+        };
+        brownouts.push((version, brownout));
+    }
+    Ok(brownouts)
 }

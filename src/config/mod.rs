@@ -24,7 +24,7 @@ pub use overrides::Overrides;
 
 use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
 use bounds::check_yaml_bounds;
-use endpoints::{parse_mode, read_endpoints, read_mutating, EndpointFile, MutatingFile};
+use endpoints::{parse_mode, read_brownout, read_endpoints, read_mutating, BrownoutFile, EndpointFile, MutatingFile};
 use error::invalid;
 use limits::LimitsFile;
 use log_and_metrics::{check_log_filter, LogFile, MetricsFile};
@@ -60,6 +60,8 @@ struct File {
     emulate: EmulateFile,
     #[serde(default)]
     endpoints: Vec<EndpointFile>,
+    #[serde(default)]
+    brownout: std::collections::BTreeMap<String, BrownoutFile>,
     splice: Option<bool>,
 }
 
@@ -106,6 +108,8 @@ pub struct Config {
     pub endpoints: Vec<ScopedEndpoint>,
     /// `listen.mutating`: who may make mutating calls on the main socket (`None`: anyone).
     pub mutating: Option<Principals>,
+    /// `brownout`: CRI versions refused on the main socket, always or on a schedule.
+    pub brownout: Vec<(CriVersion, crate::access::brownout::Brownout)>,
     /// Keys and flags that are gone, given all the same: each is ignored and warned of (a node
     /// must not stop on an upgrade because its config names one).
     pub gone: Vec<Gone>,
@@ -145,6 +149,7 @@ impl Default for Config {
             cgroup_driver: None,
             endpoints: Vec::new(),
             mutating: None,
+            brownout: Vec::new(),
             gone: Vec::new(),
         }
     }
@@ -184,6 +189,7 @@ impl Config {
         }
         config.mutating = read_mutating(file.listen.mutating)?;
         config.endpoints = read_endpoints(file.endpoints)?;
+        config.brownout = read_brownout(file.brownout)?;
         config.listen_group = file.listen.group;
         if let Some(versions) = file.listen.versions {
             config.versions = versions
@@ -297,6 +303,12 @@ impl Config {
                     per_connection >> 20,
                     self.limits.buffer_bytes >> 20
                 ),
+            ));
+        }
+        if let Some((version, _)) = self.brownout.iter().find(|(v, _)| !self.versions.contains(v)) {
+            return Err(invalid(
+                "brownout",
+                format!("{version} is not served (listen.versions): there is nothing to brown out"),
             ));
         }
         let mut sockets = vec![&self.listen_path];

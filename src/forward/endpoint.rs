@@ -8,11 +8,13 @@
 //! `PERMISSION_DENIED` naming the RPC, the socket and its policy, counted, and audited.
 
 use super::hooks::Identity;
+use crate::access::brownout::Brownout;
 use crate::access::{self, pod, Policy};
 use crate::config::Principals;
 use crate::convert::scan::{self, Limits};
 use crate::error::Error;
 use crate::grpc::Rpc;
+use crate::version::CriVersion;
 use std::sync::{Arc, RwLock};
 
 /// What one socket lets its callers do; replaced whole on reload.
@@ -21,6 +23,8 @@ pub struct Rules {
     pub policy: Policy,
     /// Who may make mutating calls (`None`: whoever the policy lets).
     pub mutating: Option<Principals>,
+    /// CRI versions refused, always or on a schedule (`brownout`; the main socket's).
+    pub brownout: Vec<(CriVersion, Brownout)>,
 }
 
 /// One socket and its rules.
@@ -55,6 +59,12 @@ impl Access {
             policy: rules.policy.name(),
             why,
         };
+        if let Some((_, brownout)) = rules.brownout.iter().find(|(version, _)| *version == rpc.version) {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            if brownout.active(now) {
+                return Err(Error::BrownedOut { rpc: rpc.name(), version: rpc.version, how: brownout.describe() });
+            }
+        }
         if let Some(principals) = &rules.mutating {
             if access::mutates(rpc.info.method) && !principals.admits(caller.uid, caller.gid) {
                 return Err(deny(format!(
