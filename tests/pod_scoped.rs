@@ -25,6 +25,10 @@ const AGENT: &str = "ab0123456789abcdef0123456789abcdef0123456789abcdef012345678
 
 type RuntimeClient = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 
+/// The tests share the kubelet-like cgroup directories: one at a time, so that each removes
+/// what it made.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn crictl(version: &str) -> PathBuf {
     let path = Path::new(TOP).join("target/peers").join(format!("crictl-{version}"));
     assert!(path.is_file(), "{} is missing: run `bash tools/go-peers.sh` in {TOP}", path.display());
@@ -124,6 +128,7 @@ fn text(output: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_in_a_pods_cgroup_is_held_to_its_pod() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = TempDir::new("pod-scoped");
     let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
     let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
@@ -227,6 +232,7 @@ async fn a_process_in_a_pods_cgroup_is_held_to_its_pod() {
 /// Events are the pod's: a watcher in pod A sees A's container created, not B's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_scoped_watcher_sees_its_pods_events_only() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = TempDir::new("pod-events");
     let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
     let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
