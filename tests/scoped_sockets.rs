@@ -243,6 +243,22 @@ async fn denials_and_changes_are_audited_counted_and_policies_reload() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(stopped.is_some(), "the reloaded policy applies to new calls");
+    // A socket added by a reload waits for a restart, and the reload says so.
+    let text = std::fs::read_to_string(&file).unwrap()
+        + &format!("  - path: {}\n    policy: images\n", dir.path("added.sock").display());
+    std::fs::write(&file, text).unwrap();
+    assert!(std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    let mut warned = false;
+    for _ in 0..100 {
+        let log = std::fs::read_to_string(&log).unwrap();
+        if log.lines().any(|l| l.contains("change only when cri-bridge restarts") && l.contains("endpoints")) {
+            warned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(warned, "the reload names endpoints as waiting for a restart");
+    assert!(!dir.path("added.sock").exists(), "no socket is opened by a reload");
     let _ = daemon.kill();
     let _ = daemon.wait();
 
