@@ -143,14 +143,19 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
 
     let (v1_runtime, v1_socket) = start_runtime(&dir.0, CriVersion::V1);
     let (v1alpha2_runtime, v1alpha2_socket) = start_runtime(&dir.0, CriVersion::V1alpha2);
-    // The passthrough bridge also serves a read-only socket (issue 38): the same calls judged
-    // by a policy, against the main socket's, in the same run.
+    // This build's passthrough bridge also serves a read-only socket (issue 38): the same calls
+    // judged by a policy, against the main socket's, in the same run. (`LOAD_BRIDGE_BIN` may be
+    // a build from before scoped sockets.)
     let read_only_socket = dir.0.join("bridge-read-only.sock");
     let scoped_config = dir.0.join("bridge-passthrough.yaml");
     let endpoints = format!("endpoints:\n  - path: {}\n    policy: read-only\n", read_only_socket.display());
     std::fs::write(&scoped_config, endpoints).expect("the passthrough bridge's config");
-    let binary = std::env::var("LOAD_BRIDGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cri-bridge").to_string());
-    let config_args = ["--config", scoped_config.to_str().expect("a UTF-8 temp path")];
+    let other = std::env::var("LOAD_BRIDGE_BIN").ok();
+    let binary = other.clone().unwrap_or_else(|| env!("CARGO_BIN_EXE_cri-bridge").to_string());
+    let config_args = match other {
+        Some(_) => vec![],
+        None => vec!["--config", scoped_config.to_str().expect("a UTF-8 temp path")],
+    };
     let (passthrough, passthrough_socket) =
         start_bridge_binary(&binary, &dir.0, "bridge-passthrough", &v1_socket, None, &config_args);
     let (translating, translating_socket) = start_bridge(&dir.0, "bridge-translating", &v1alpha2_socket, None);
@@ -158,7 +163,12 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
 
     let direct_v1 = add(peer("direct v1", v1_socket.clone(), None, None, v1_pid));
     add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
-    add(peer("passthrough v1->v1, read-only socket", read_only_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
+    if config_args.is_empty() {
+        eprintln!("LOAD_BRIDGE_BIN is set: no read-only socket is measured");
+    } else {
+        let read_only = peer("passthrough v1->v1, read-only socket", read_only_socket, Some(direct_v1), None, v1_pid);
+        add(Peer { proxy: Some(passthrough.pid), ..read_only });
+    }
     // The translating peer's baseline is pushed right after it.
     let translating_index =
         add(peer("translating v1->v1alpha2", translating_socket, None, Some(translating.pid), v1alpha2_pid));
