@@ -13,7 +13,7 @@
 mod common;
 mod containerd_support;
 
-use containerd_support::{Build, Containerd, BUSYBOX_IMAGE};
+use containerd_support::{host_network_pod, Build, Containerd, BUSYBOX_IMAGE};
 use cri_bridge::api::{v1, v1alpha1, v1alpha2};
 use cri_bridge::CriVersion::{self, V1alpha2};
 use std::collections::BTreeMap;
@@ -833,31 +833,6 @@ async fn a1_remove_pod(rt: &mut A1Runtime, context: &str, pod: String) {
     expect(context, "RemovePodSandbox", rt.remove_pod_sandbox(remove).await);
 }
 
-/// A v1 pod on the host network.
-fn v1_pod_config(name: &str, log_directory: &Path) -> v1::PodSandboxConfig {
-    std::fs::create_dir_all(log_directory).unwrap();
-    v1::PodSandboxConfig {
-        metadata: Some(v1::PodSandboxMetadata {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            namespace: "cri-bridge-test".into(),
-            attempt: 0,
-        }),
-        log_directory: log_directory.to_str().unwrap().into(),
-        linux: Some(v1::LinuxPodSandboxConfig {
-            security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(v1::NamespaceOption {
-                    network: v1::NamespaceMode::Node as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 fn v1_container_request(
     pod: &str,
     pod_config: &v1::PodSandboxConfig,
@@ -925,7 +900,8 @@ async fn seccomp_reaches_the_runtime_as_both_forms(build: Build) {
         let dir = common::TempDir::new("ctd-seccomp");
         let bridge = common::Bridge::start(common::config(&dir, &ctd.socket, pinned)).await;
         let mut rt = V1Runtime::new(common::channel(&bridge.socket));
-        let pod_config = v1_pod_config(&format!("seccomp-v1-{slug}"), &ctd.pod_logs.join(format!("seccomp-v1-{slug}")));
+        let pod_config =
+            host_network_pod(&format!("seccomp-v1-{slug}"), &ctd.pod_logs.join(format!("seccomp-v1-{slug}")));
         let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
         let pod = expect(&context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
         let profile = |profile_type: ProfileType| v1::LinuxContainerSecurityContext {
@@ -1006,7 +982,7 @@ async fn refused_requests_never_reach(build: Build) {
         };
 
         // A pod whose sandbox asks for the Strict supplemental groups policy.
-        let mut strict_pod = v1_pod_config("strict", &ctd.pod_logs.join("strict"));
+        let mut strict_pod = host_network_pod("strict", &ctd.pod_logs.join("strict"));
         let security = strict_pod.linux.as_mut().unwrap().security_context.as_mut().unwrap();
         security.supplemental_groups_policy = v1::SupplementalGroupsPolicy::Strict as i32;
         let request = v1::RunPodSandboxRequest { config: Some(strict_pod), ..Default::default() };
@@ -1016,7 +992,7 @@ async fn refused_requests_never_reach(build: Build) {
         assert!(pods.is_empty(), "{context}: containerd has pods: {pods:?}");
 
         // A pod without it goes through, and containerd has it.
-        let pod_config = v1_pod_config("plain", &ctd.pod_logs.join("plain"));
+        let pod_config = host_network_pod("plain", &ctd.pod_logs.join("plain"));
         let request = v1::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
         let pod = expect(&context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;
         assert_eq!(direct_ids(&ctd).await.0, [pod.as_str()], "{context}");
@@ -1092,7 +1068,7 @@ async fn a_user_namespace_reaches_only_a_containerd_that_applies_it() {
         let context = format!("containerd {}", version.runtime_version);
         assert!(version.runtime_version.trim_start_matches('v').starts_with(release), "{context}: expected {release}x");
 
-        let mut config = v1_pod_config("userns", &ctd.pod_logs.join("userns"));
+        let mut config = host_network_pod("userns", &ctd.pod_logs.join("userns"));
         let mapping = vec![v1::IdMapping { host_id: 200000, container_id: 0, length: 65536 }];
         let namespaces = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
         namespaces.namespace_options = Some(v1::NamespaceOption {

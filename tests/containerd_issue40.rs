@@ -21,10 +21,9 @@
 mod common;
 mod containerd_support;
 
-use containerd_support::{Build, Containerd, BUSYBOX_IMAGE};
+use containerd_support::{host_network_pod, host_network_pod_v1alpha2, Build, Containerd, BUSYBOX_IMAGE};
 use cri_bridge::api::{v1, v1alpha2};
 use serde_json::Value;
-use std::path::Path;
 use tonic::{Code, Status};
 
 type A2Runtime = v1alpha2::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
@@ -106,56 +105,6 @@ impl Setup {
     }
 }
 
-/// A v1alpha2 pod on the host network (no CNI here), as an old client sends one.
-fn a2_pod_config(name: &str, log_directory: &Path) -> v1alpha2::PodSandboxConfig {
-    std::fs::create_dir_all(log_directory).unwrap();
-    v1alpha2::PodSandboxConfig {
-        metadata: Some(v1alpha2::PodSandboxMetadata {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            namespace: "cri-bridge-test".into(),
-            attempt: 0,
-        }),
-        log_directory: log_directory.to_str().unwrap().into(),
-        linux: Some(v1alpha2::LinuxPodSandboxConfig {
-            security_context: Some(v1alpha2::LinuxSandboxSecurityContext {
-                namespace_options: Some(v1alpha2::NamespaceOption {
-                    network: v1alpha2::NamespaceMode::Node as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// The same pod in v1.
-fn v1_pod_config(name: &str, log_directory: &Path) -> v1::PodSandboxConfig {
-    std::fs::create_dir_all(log_directory).unwrap();
-    v1::PodSandboxConfig {
-        metadata: Some(v1::PodSandboxMetadata {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            namespace: "cri-bridge-test".into(),
-            attempt: 0,
-        }),
-        log_directory: log_directory.to_str().unwrap().into(),
-        linux: Some(v1::LinuxPodSandboxConfig {
-            security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(v1::NamespaceOption {
-                    network: v1::NamespaceMode::Node as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// `sleep 3600` from busybox in `pod`, as a v1alpha2 client asks for it, with the seccomp string
 /// `seccomp` (none when empty).
 #[allow(deprecated)]
@@ -229,7 +178,7 @@ async fn user_specified_image_reaches_containerd_from_an_old_clients_image() {
         let setup = Setup::start(build).await;
         let context = setup.context.clone();
         let mut old = setup.old_client();
-        let pod_config = a2_pod_config("image", &setup.ctd.pod_logs.join("image"));
+        let pod_config = host_network_pod_v1alpha2("image", &setup.ctd.pod_logs.join("image"));
         let request = v1alpha2::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
         let pod = expect(&context, "RunPodSandbox", old.run_pod_sandbox(request).await).pod_sandbox_id;
 
@@ -253,7 +202,7 @@ async fn user_specified_image_reaches_containerd_from_an_old_clients_image() {
 
         // The control: a v1 create sent directly, `user_specified_image` left empty.
         let mut direct = setup.direct();
-        let v1_pod = v1_pod_config("image", &setup.ctd.pod_logs.join("image"));
+        let v1_pod = host_network_pod("image", &setup.ctd.pod_logs.join("image"));
         let created = direct.create_container(v1_container(&pod, &v1_pod, "direct", Vec::new())).await;
         let control = expect(&context, "CreateContainer (v1, direct)", created).container_id;
         let (control_status, control_info) = setup.direct_status(&control).await;
@@ -280,7 +229,7 @@ async fn a_seccomp_string_naming_no_profile_never_reaches_containerd() {
         let setup = Setup::start(build).await;
         let context = setup.context.clone();
         let mut old = setup.old_client();
-        let pod_config = a2_pod_config("seccomp", &setup.ctd.pod_logs.join("seccomp"));
+        let pod_config = host_network_pod_v1alpha2("seccomp", &setup.ctd.pod_logs.join("seccomp"));
         let request = v1alpha2::RunPodSandboxRequest { config: Some(pod_config.clone()), ..Default::default() };
         let pod = expect(&context, "RunPodSandbox", old.run_pod_sandbox(request).await).pod_sandbox_id;
 
@@ -295,7 +244,7 @@ async fn a_seccomp_string_naming_no_profile_never_reaches_containerd() {
         assert_eq!(setup.direct_containers().await, before, "{context}: containerd never saw the create");
 
         // Natively containerd refuses the same string too (sent directly, in v1).
-        let v1_pod = v1_pod_config("seccomp", &setup.ctd.pod_logs.join("seccomp"));
+        let v1_pod = host_network_pod("seccomp", &setup.ctd.pod_logs.join("seccomp"));
         #[allow(deprecated)]
         let bare =
             v1::LinuxContainerSecurityContext { seccomp_profile_path: BARE_SECCOMP_PATH.into(), ..Default::default() };
@@ -370,7 +319,7 @@ async fn a_recursively_read_only_mount_fares_as_containerd_reports_for_the_pods_
         for (index, (handler, reported)) in handlers.iter().enumerate() {
             let context = format!("{context}, handler {handler:?} (recursive_read_only_mounts {reported})");
             let name = format!("rro-{index}");
-            let pod_config = v1_pod_config(&name, &setup.ctd.pod_logs.join(&name));
+            let pod_config = host_network_pod(&name, &setup.ctd.pod_logs.join(&name));
             let request =
                 v1::RunPodSandboxRequest { config: Some(pod_config.clone()), runtime_handler: handler.clone() };
             let pod = expect(&context, "RunPodSandbox", rt.run_pod_sandbox(request).await).pod_sandbox_id;

@@ -143,30 +143,15 @@ struct Pod {
 /// metadata and as the pod label, its cgroup under `cgroup_parent` (containerd's default when
 /// empty).
 fn pod_config(setup: &Setup, uid: &str, name: &str, cgroup_parent: &str) -> v1::PodSandboxConfig {
-    let log_directory = setup.ctd.pod_logs.join(name);
-    std::fs::create_dir_all(&log_directory).unwrap();
-    v1::PodSandboxConfig {
-        metadata: Some(v1::PodSandboxMetadata {
-            name: name.into(),
-            uid: uid.into(),
-            namespace: "cri-bridge-test".into(),
-            attempt: 0,
-        }),
-        log_directory: log_directory.to_str().unwrap().into(),
-        labels: [(POD_UID_LABEL.to_string(), uid.to_string())].into(),
-        linux: Some(v1::LinuxPodSandboxConfig {
-            cgroup_parent: cgroup_parent.into(),
-            security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(v1::NamespaceOption {
-                    network: v1::NamespaceMode::Node as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
+    let mut config = containerd_support::host_network_pod(name, &setup.ctd.pod_logs.join(name));
+    if let Some(metadata) = config.metadata.as_mut() {
+        metadata.uid = uid.into();
     }
+    config.labels = [(POD_UID_LABEL.to_string(), uid.to_string())].into();
+    if let Some(linux) = config.linux.as_mut() {
+        linux.cgroup_parent = cgroup_parent.into();
+    }
+    config
 }
 
 /// The secret in the environment of pod `name`'s container.

@@ -1053,3 +1053,35 @@ fn unescape_mountinfo(field: &str) -> PathBuf {
     }
     PathBuf::from(String::from_utf8_lossy(&out).into_owned())
 }
+
+/// A v1 pod on the host network (these tests set up no CNI), its logs in `log_directory`.
+pub fn host_network_pod(name: &str, log_directory: &Path) -> v1::PodSandboxConfig {
+    fs::create_dir_all(log_directory).unwrap();
+    v1::PodSandboxConfig {
+        metadata: Some(v1::PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "cri-bridge-test".into(),
+            attempt: 0,
+        }),
+        log_directory: log_directory.to_str().unwrap().into(),
+        linux: Some(v1::LinuxPodSandboxConfig {
+            security_context: Some(v1::LinuxSandboxSecurityContext {
+                namespace_options: Some(v1::NamespaceOption {
+                    network: v1::NamespaceMode::Node as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The same pod as a v1alpha2 client sends it (the two versions encode these fields alike).
+pub fn host_network_pod_v1alpha2(name: &str, log_directory: &Path) -> v1alpha2::PodSandboxConfig {
+    use prost::Message;
+    let bytes = host_network_pod(name, log_directory).encode_to_vec();
+    v1alpha2::PodSandboxConfig::decode(&bytes[..]).expect("v1alpha2 decodes a v1 pod config")
+}
