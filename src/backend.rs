@@ -257,23 +257,7 @@ impl Backend {
                 Some(answer) => Some(answer),
                 None => self.call_version(version).await.ok(),
             };
-            let mut profile = match &version_answer {
-                Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, pins.revision),
-                None => RuntimeProfile::unknown(version, pins.revision),
-            };
-            if self.role == Role::Runtime && profile.source == Source::Assumed {
-                // cri-dockerd's v1 service tells its revisions in both versions, by the RPCs it
-                // has (its releases' pins are known); an unknown runtime only by those it
-                // implements: one built against a newer cri-api than its code has the newer RPCs
-                // unimplemented, and acts on no more than its code reads.
-                profile = match profile.runtime_name == DOCKER {
-                    true => profile.with_rpc_floor(self.rpc_floor(CriVersion::V1, true).await),
-                    false => profile.with_rpc_floor(self.rpc_floor(version, false).await),
-                };
-            }
-            if profile.reports_features() {
-                profile.features = Some(self.features().await);
-            }
+            let mut profile = self.judge(version, version_answer.as_ref(), pins.revision).await;
             if self.role == Role::Runtime && !profile.has_runtime_config() {
                 let read = self.cgroup_driver(version, profile.shows_runtime_options()).await;
                 profile.cgroup_driver = match pins.cgroup_driver {
@@ -284,6 +268,35 @@ impl Backend {
             return Ok((version, profile));
         }
         Err(Error::NoCri { endpoint: self.endpoint.clone() })
+    }
+
+    /// What the runtime that answered `Version` with `answer` (in `version`) understands: its
+    /// revision (the table, `pin`, or the RPCs its service has), what it does not act on, and the
+    /// features it reports. `serve` and `probe` judge a runtime here alike.
+    pub async fn judge(
+        &self,
+        version: CriVersion,
+        answer: Option<&v1::VersionResponse>,
+        pin: Option<u8>,
+    ) -> RuntimeProfile {
+        let mut profile = match answer {
+            Some(v) => RuntimeProfile::from_version(version, &v.runtime_name, &v.runtime_version, pin),
+            None => RuntimeProfile::unknown(version, pin),
+        };
+        if self.role == Role::Runtime && profile.source == Source::Assumed {
+            // cri-dockerd's v1 service tells its revisions in both versions, by the RPCs it
+            // has (its releases' pins are known); an unknown runtime only by those it
+            // implements: one built against a newer cri-api than its code has the newer RPCs
+            // unimplemented, and acts on no more than its code reads.
+            profile = match profile.runtime_name == DOCKER {
+                true => profile.with_rpc_floor(self.rpc_floor(CriVersion::V1, true).await),
+                false => profile.with_rpc_floor(self.rpc_floor(version, false).await),
+            };
+        }
+        if profile.reports_features() {
+            profile.features = Some(self.features().await);
+        }
+        profile
     }
 
     /// The features the runtime reports in `Status`; none when it cannot be read (fail closed).

@@ -121,12 +121,7 @@ pub async fn probe_runtime(socket: &Path) -> Result<ProbeReport, Error> {
         match backend.call_version(version).await {
             Ok(answer) => {
                 report.served.push(version);
-                let mut profile =
-                    RuntimeProfile::from_version(version, &answer.runtime_name, &answer.runtime_version, None);
-                if profile.reports_features() {
-                    profile.features = Some(backend.features().await);
-                }
-                report.profiles.push(profile);
+                report.profiles.push(backend.judge(version, Some(&answer), None).await);
                 report.runtime_name = answer.runtime_name;
                 report.runtime_version = answer.runtime_version;
             }

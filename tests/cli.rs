@@ -522,3 +522,50 @@ async fn a_warned_field_the_runtime_receives_is_logged_as_passed() {
     assert!(warned[0].contains("WARN") && warned[0].contains("passed a field the runtime does not act on"), "{logs}");
     assert!(!warned[0].contains("dropped"), "{logs}");
 }
+
+/// `probe` and `serve` judge a runtime in one place (issue 42): the in-memory runtime posing as
+/// cri-dockerd (it answers `docker` and the Docker Engine's version, which the revision table
+/// cannot place) is placed by the RPCs its service has, `RuntimeConfig` among them, at the 1.30
+/// revision by both; and as it answers `RuntimeConfig` itself, neither says a kubelet needing
+/// it will not start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_and_serve_judge_cri_dockerd_alike() {
+    let dir = TempDir::new("cli-probe-docker");
+    let socket = dir.path("runtime.sock");
+    let runtime = Runtime::start(&socket, &[CriVersion::V1]).await;
+    runtime.memory.set_identity("docker", "28.1.1");
+    let output = run_bin(vec!["probe".into(), socket.display().to_string()]).await;
+    assert!(output.status.success(), "{output:?}");
+    let report = stdout(&output);
+    assert!(report.contains("Kubernetes 1.30 revision"), "probe places it by its RPCs: {report}");
+    assert!(!report.contains("assumed"), "{report}");
+
+    let listen = dir.path("bridge.sock");
+    let config = dir.path("config.yaml");
+    let yaml = format!("listen:\n  path: {}\nbackend:\n  endpoint: unix://{}\n", listen.display(), socket.display());
+    std::fs::write(&config, yaml).unwrap();
+    let log = dir.path("serve.log");
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    common::wait_for_socket(&listen).await;
+    // The first call discovers the runtime, which the log then describes.
+    let mut client = v1::runtime_service_client::RuntimeServiceClient::new(common::channel(&listen));
+    client.version(v1::VersionRequest::default()).await.unwrap();
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("container runtime speaks") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(text.contains("Kubernetes 1.30 revision"), "serve places it alike: {text}");
+    assert!(!text.contains("will not start"), "cri-dockerd answers RuntimeConfig itself: {text}");
+    runtime.stop().await;
+}

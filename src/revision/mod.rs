@@ -263,10 +263,11 @@ impl RuntimeProfile {
         self.exact && since > self.minor
     }
 
-    /// True when the runtime is known to answer `RuntimeConfig` itself (its revision is from
-    /// the table or the config, not a floor: a runtime may have the method unimplemented).
+    /// True when the runtime is known to answer `RuntimeConfig` itself: its revision is from
+    /// the table or the config, or (cri-dockerd) told by the RPCs it implements, `RuntimeConfig`
+    /// first; not an unknown runtime's floor (it may have the method unimplemented).
     pub fn has_runtime_config(&self) -> bool {
-        let known = matches!(self.source, Source::Table | Source::Config);
+        let known = matches!(self.source, Source::Table | Source::Config | Source::Rpcs);
         known && self.version == CriVersion::V1 && self.minor >= crate::runtime_config::SINCE
     }
 
