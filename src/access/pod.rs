@@ -83,9 +83,17 @@ fn length_delimited(fields: &[(u32, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// Annotation prefixes a pod-scoped create may set: the kubelet's informational ones. Others
+/// may change what a runtime does (CRI-O's `io.kubernetes.cri-o.*` devices and user namespaces,
+/// crun's `run.oci.*`, Kata's, systemd properties), so they are refused.
+const ANNOTATIONS_ALLOWED: &[&str] = &["io.kubernetes.container.", "io.kubernetes.pod."];
+
 /// Whether a `CreateContainer` request asks for no privilege: not privileged, no host
-/// namespace, no added capability, no device, no host path outside `host_paths`, and no pod
-/// label naming another pod. v1alpha2 encodes these fields as v1 does; v1alpha1 is not taken.
+/// namespace, no added capability, no device, no host path outside `host_paths` (the container's
+/// log file included: containerd writes it where the request's sandbox config says), no
+/// unconfined seccomp or AppArmor profile, no SELinux label, no annotation a runtime acts on,
+/// and no pod label naming another pod. v1alpha2 encodes these fields as v1 does; v1alpha1 is
+/// not taken.
 pub fn create_without_privilege(
     version: CriVersion,
     request: &[u8],
@@ -100,6 +108,16 @@ pub fn create_without_privilege(
     let config = create.config.unwrap_or_default();
     if config.labels.get(POD_UID_LABEL).is_some_and(|uid| uid != pod_uid) {
         return Err(format!("labels.{POD_UID_LABEL} names another pod"));
+    }
+    if let Some(key) = config.annotations.keys().find(|k| !ANNOTATIONS_ALLOWED.iter().any(|p| k.starts_with(p))) {
+        return Err(format!("annotations.{key}: a runtime may act on it"));
+    }
+    if !config.log_path.is_empty() {
+        let directory = create.sandbox_config.as_ref().map(|s| s.log_directory.as_str()).unwrap_or_default();
+        let log = Path::new(directory).join(&config.log_path);
+        if !under_any(&log.to_string_lossy(), host_paths) {
+            return Err(format!("log_path: {} is outside the socket's host_paths {host_paths:?}", log.display()));
+        }
     }
     if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
         return Err("devices: a pod-scoped create adds no device".into());
@@ -119,6 +137,23 @@ pub fn create_without_privilege(
     let capabilities = context.capabilities.unwrap_or_default();
     if !capabilities.add_capabilities.is_empty() || !capabilities.add_ambient_capabilities.is_empty() {
         return Err("security_context.capabilities: a pod-scoped create adds no capability".into());
+    }
+    if context.selinux_options.is_some() {
+        return Err("security_context.selinux_options: a pod-scoped create sets no SELinux label".into());
+    }
+    let unconfined = |profile: &Option<v1::SecurityProfile>, string: &str| {
+        profile.as_ref().is_some_and(|p| p.profile_type == v1::security_profile::ProfileType::Unconfined as i32)
+            || string == "unconfined"
+    };
+    #[allow(deprecated)]
+    let (seccomp, apparmor) = (
+        unconfined(&context.seccomp, &context.seccomp_profile_path),
+        unconfined(&context.apparmor, &context.apparmor_profile),
+    );
+    if seccomp || apparmor {
+        return Err(
+            "security_context: a pod-scoped create runs under seccomp and AppArmor (no unconfined profile)".into()
+        );
     }
     let namespaces = context.namespace_options.unwrap_or_default();
     use v1::NamespaceMode::{Node, Target};
@@ -214,6 +249,29 @@ mod tests {
         assert!(create(&|c| c.mounts = vec![mount("/var/log/podsx")]).is_err());
         assert!(create(&|c| c.mounts = vec![mount("/")]).is_err());
         assert!(create(&|c| c.labels = [(POD_UID_LABEL.to_string(), "other".to_string())].into()).is_err());
+        let annotation = |key: &str| [(key.to_string(), "x".to_string())].into();
+        assert!(create(&|c| c.annotations = annotation("io.kubernetes.container.hash")).is_ok());
+        assert!(create(&|c| c.annotations = annotation("io.kubernetes.cri-o.Devices")).is_err());
+        assert!(create(&|c| c.annotations = annotation("run.oci.keep_original_groups")).is_err());
+        let unconfined = || Some(v1::SecurityProfile { profile_type: 1, localhost_ref: String::new() });
+        assert!(context(&|c| c.seccomp = unconfined()).is_err());
+        assert!(context(&|c| c.apparmor = unconfined()).is_err());
+        assert!(context(
+            &|c| c.selinux_options = Some(v1::SeLinuxOption { r#type: "spc_t".into(), ..Default::default() })
+        )
+        .is_err());
+        // The log file: containerd joins the request's sandbox log directory and the log path.
+        let logged = |directory: &str, path: &str| {
+            let request = v1::CreateContainerRequest {
+                config: Some(v1::ContainerConfig { log_path: path.into(), ..Default::default() }),
+                sandbox_config: Some(v1::PodSandboxConfig { log_directory: directory.into(), ..Default::default() }),
+                ..Default::default()
+            };
+            create_without_privilege(V1, &request.encode_to_vec(), "mine", &roots)
+        };
+        assert!(logged("/var/log/pods/ns_p_mine", "app/0.log").is_ok());
+        assert!(logged("/etc/cron.d", "x").is_err());
+        assert!(logged("/var/log/pods/ns_p_mine", "../../../etc/cron.d/x").is_err());
     }
 
     #[test]
