@@ -212,6 +212,16 @@ async fn a_process_in_a_pods_cgroup_is_held_to_its_pod() {
             &run(&["create", &pod_b, plain.to_str().unwrap(), pod_file.to_str().unwrap()]),
             "a create in another pod",
         );
+        // A checkpoint is written by the runtime, as root: only under host_paths.
+        let outside = "--export=/etc/cri-bridge-test-checkpoint.tar";
+        denied(&run(&["checkpoint", outside, &container_a]), "a checkpoint written outside host_paths");
+        let inside = run(&["checkpoint", "--export=/var/log/pods/cri-bridge-test-checkpoint.tar", &container_a]);
+        assert!(
+            !text(&inside).contains("PermissionDenied"),
+            "crictl {version} checkpoint under host_paths: {}",
+            text(&inside)
+        );
+        denied(&run(&["checkpoint", "--export=/var/log/pods/b.tar", &container_b]), "a checkpoint of another pod's");
         let created = run(&["create", &pod_a, plain.to_str().unwrap(), pod_file.to_str().unwrap()]);
         assert!(created.status.success(), "crictl {version} create in its own pod: {}", text(&created));
 

@@ -172,6 +172,32 @@ fn under_any(path: &str, roots: &[PathBuf]) -> bool {
     plain && roots.iter().any(|root| path.starts_with(root))
 }
 
+/// What a checkpoint request makes the runtime write on the host, and must be under the
+/// socket's `host_paths`: `CheckpointContainer`'s `location`, `CheckpointPod`'s `output_path`
+/// (the runtime writes there as root). v1alpha2 encodes them as v1 does.
+pub fn written_path(rpc: &RpcInfo, request: &[u8]) -> Option<String> {
+    match rpc.method {
+        "CheckpointContainer" => v1::CheckpointContainerRequest::decode(request).ok().map(|r| r.location),
+        "CheckpointPod" => v1::CheckpointPodRequest::decode(request).ok().map(|r| r.output_path),
+        _ => None,
+    }
+}
+
+/// Whether the runtime writing at `path` stays under `host_paths` (an empty path: the
+/// runtime's own default place).
+pub fn may_write(path: &str, host_paths: &[PathBuf]) -> bool {
+    path.is_empty() || under_any(path, host_paths)
+}
+
+/// Containers a request names beside the one [`owner`] finds: `CheckpointPod`'s
+/// `container_ids`, each of which must be the pod's too.
+pub fn other_containers(rpc: &RpcInfo, request: &[u8]) -> Vec<String> {
+    match rpc.method {
+        "CheckpointPod" => v1::CheckpointPodRequest::decode(request).map(|r| r.container_ids).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether a v1 `ContainerEventResponse` is about `pod_uid`'s sandbox.
 pub fn event_of_pod(event: &[u8], pod_uid: &str) -> bool {
     v1::ContainerEventResponse::decode(event)
@@ -272,6 +298,26 @@ mod tests {
         assert!(logged("/var/log/pods/ns_p_mine", "app/0.log").is_ok());
         assert!(logged("/etc/cron.d", "x").is_err());
         assert!(logged("/var/log/pods/ns_p_mine", "../../../etc/cron.d/x").is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_is_written_under_host_paths_and_names_the_pods_containers_only() {
+        let roots = [PathBuf::from("/var/lib/checkpoints")];
+        let container =
+            v1::CheckpointContainerRequest { container_id: "c".into(), location: "/etc/x.tar".into(), timeout: 0 };
+        let path = written_path(rpc(V1, "CheckpointContainer"), &container.encode_to_vec()).unwrap();
+        assert!(!may_write(&path, &roots));
+        assert!(may_write("/var/lib/checkpoints/c.tar", &roots));
+        assert!(may_write("", &roots), "the runtime's own default place");
+        let pod = v1::CheckpointPodRequest {
+            output_path: "/var/lib/checkpoints/p".into(),
+            container_ids: vec!["a".into(), "b".into()],
+            ..Default::default()
+        };
+        let bytes = pod.encode_to_vec();
+        assert_eq!(written_path(rpc(V1, "CheckpointPod"), &bytes).as_deref(), Some("/var/lib/checkpoints/p"));
+        assert_eq!(other_containers(rpc(V1, "CheckpointPod"), &bytes), vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(written_path(rpc(V1, "ExecSync"), &[]), None);
     }
 
     #[test]

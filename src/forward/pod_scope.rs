@@ -31,19 +31,29 @@ impl Forwarder {
             pod::create_without_privilege(rpc.version, request, &scope.uid, &scope.host_paths)
                 .map_err(|why| scope.deny(format!("a pod-scoped create asks for no privilege: {why}")))?;
         }
-        let sandbox = match pod::owner(rpc.version, rpc.info, request) {
-            Owner::Nothing => return Ok(()),
-            Owner::Sandbox(id) => id,
-            Owner::Container(id) => self.sandbox_of(session, backend, &id).await.unwrap_or_default(),
-        };
-        let pod_uid = match sandbox.is_empty() {
-            true => None,
-            false => self.pod_of(session, backend, &sandbox).await,
-        };
-        match pod_uid {
-            Some(uid) if uid == scope.uid => Ok(()),
-            _ => Err(scope.deny("it names a sandbox or container that is not the caller's pod's".into())),
+        if let Some(path) = pod::written_path(rpc.info, request) {
+            if !pod::may_write(&path, &scope.host_paths) {
+                let why =
+                    format!("it would have the runtime write at {path:?}, outside host_paths {:?}", scope.host_paths);
+                return Err(scope.deny(why));
+            }
         }
+        let mut named = pod::other_containers(rpc.info, request).into_iter().map(Owner::Container).collect::<Vec<_>>();
+        named.push(pod::owner(rpc.version, rpc.info, request));
+        for owner in named {
+            let pod_uid = match owner {
+                Owner::Nothing => continue,
+                Owner::Sandbox(id) => self.pod_of(session, backend, &id).await,
+                Owner::Container(id) => match self.sandbox_of(session, backend, &id).await {
+                    Some(sandbox) => self.pod_of(session, backend, &sandbox).await,
+                    None => None,
+                },
+            };
+            if pod_uid.as_deref() != Some(scope.uid.as_str()) {
+                return Err(scope.deny("it names a sandbox or container that is not the caller's pod's".into()));
+            }
+        }
+        Ok(())
     }
 
     /// The sandbox a container belongs to (`ListContainers` by its id), as the runtime says.
@@ -61,6 +71,9 @@ impl Forwarder {
     /// The pod UID of a sandbox (`PodSandboxStatus`'s metadata, which the kubelet set from the
     /// pod), as the runtime says.
     async fn pod_of(&self, session: &Session, backend: CriVersion, sandbox: &str) -> Option<String> {
+        if sandbox.is_empty() {
+            return None;
+        }
         let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: false };
         let answer = self.own_unary(session, backend, "PodSandboxStatus", &request.encode_to_vec()).await?;
         let status = v1::PodSandboxStatusResponse::decode(answer).ok()?.status?;
