@@ -292,3 +292,61 @@ async fn a_pod_scoped_watcher_sees_its_pods_events_only() {
     bridge.stop().await;
     runtime.stop().await;
 }
+
+/// Real crictl (1.37 and 1.34) on the `images` and `allow` sockets: what the policy names works,
+/// and the rest is refused naming the policy (crictl's own start-up checks included: `ps` first
+/// asks the image service, which a list of runtime RPCs does not name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crictl_on_the_images_and_allow_sockets() {
+    let dir = TempDir::new("images-allow");
+    let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
+    let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
+    let (images, ci) = (dir.path("images.sock"), dir.path("ci.sock"));
+    let allowed = ["RuntimeService/Version", "RuntimeService/ListContainerStats", "RuntimeService/ContainerStats"];
+    config.endpoints = vec![
+        ScopedEndpoint { path: images.clone(), mode: 0o660, group: None, policy: Policy::Images },
+        ScopedEndpoint {
+            path: ci.clone(),
+            mode: 0o660,
+            group: None,
+            policy: Policy::Allow(allowed.iter().map(|a| a.to_string()).collect()),
+        },
+    ];
+    let bridge = Bridge::start(config).await;
+    common::wait_for_socket(&ci).await;
+    let mut main = RuntimeClient::new(channel(&bridge.socket));
+    let (_, container) = kubelet_pod(&mut main, POD_A, "a").await;
+    for version in ["1.37.0", "1.34.0"] {
+        let crictl = crictl(version);
+        let run = |socket: &Path, args: &[&str]| {
+            let endpoint = format!("unix://{}", socket.display());
+            let mut all = vec!["--runtime-endpoint", &endpoint, "--image-endpoint", &endpoint, "--timeout", "10s"];
+            all.extend_from_slice(args);
+            let mut command = std::process::Command::new(&crictl);
+            command.args(&all);
+            tokio::task::block_in_place(|| command.output().unwrap())
+        };
+        let pulled = run(&images, &["pull", "busybox"]);
+        assert!(pulled.status.success(), "crictl {version} pull on the images socket: {}", text(&pulled));
+        let listed = run(&images, &["images", "-q"]);
+        assert!(listed.status.success() && !listed.stdout.is_empty(), "crictl {version} images: {}", text(&listed));
+        let refused = run(&images, &["ps", "-a"]);
+        assert!(
+            text(&refused).contains("(policy images)"),
+            "crictl {version} ps on the images socket: {}",
+            text(&refused)
+        );
+
+        let stats = run(&ci, &["stats", "-a", "-o", "json"]);
+        assert!(stats.status.success(), "crictl {version} stats on the allow socket: {}", text(&stats));
+        assert!(text(&stats).contains(&container), "crictl {version} stats: {}", text(&stats));
+        for args in [&["pods"][..], &["ps", "-a"], &["stop", container.as_str()]] {
+            let refused = run(&ci, args);
+            assert!(!refused.status.success(), "crictl {version} {args:?} must be refused: {}", text(&refused));
+            assert!(text(&refused).contains("(policy allow)"), "crictl {version} {args:?}: {}", text(&refused));
+        }
+    }
+    assert_eq!(runtime.memory.calls_of("StopContainer"), 0);
+    bridge.stop().await;
+    runtime.stop().await;
+}
