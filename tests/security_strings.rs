@@ -132,6 +132,10 @@ async fn a_v1_callers_string_alone_is_refused_where_the_runtime_reads_only_the_m
     let both = v1::LinuxContainerSecurityContext { seccomp: profile(RuntimeDefault), ..seccomp_string() };
     crio.create_container(v1_create(&pod, "b", both)).await.expect("the string beside its message");
     crio.create_container(v1_create(&pod, "c", apparmor_string())).await.expect("CRI-O 1.36 reads the AppArmor string");
+    // `unconfined` alone asks what a runtime reading only the message does without one: no loss.
+    let unconfined =
+        v1::LinuxContainerSecurityContext { seccomp_profile_path: "unconfined".into(), ..Default::default() };
+    crio.create_container(v1_create(&pod, "d", unconfined)).await.expect("nothing is lost");
     let mut sandbox = common::v1_pod("q");
     let context =
         sandbox.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default);

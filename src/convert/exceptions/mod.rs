@@ -18,7 +18,8 @@ use security_profile::{string_carries, ProfileKind};
 /// - a `SecurityProfile` (`seccomp`, `apparmor`), to a runtime that reads only the string: when
 ///   the deprecated string names the same profile;
 /// - a deprecated string, to a runtime that reads only the message: when the message is there,
-///   which is what CRI v1 says a runtime applies when both are set.
+///   which is what CRI v1 says a runtime applies when both are set; and a seccomp string
+///   `unconfined` alone, which asks what such a runtime does with no message (it applies none).
 pub(crate) fn profile_carried_by_twin(message: &str, field: &str, context: &[u8]) -> bool {
     use v1::{LinuxContainerSecurityContext as Container, LinuxSandboxSecurityContext as Sandbox};
     match (message, field) {
@@ -29,13 +30,13 @@ pub(crate) fn profile_carried_by_twin(message: &str, field: &str, context: &[u8]
         ("LinuxSandboxSecurityContext", "seccomp") => Sandbox::decode(context)
             .is_ok_and(|c| string_carries(ProfileKind::Seccomp, &c.seccomp_profile_path, &c.seccomp)),
         ("LinuxContainerSecurityContext", "seccomp_profile_path") => {
-            Container::decode(context).is_ok_and(|c| c.seccomp.is_some())
+            Container::decode(context).is_ok_and(|c| c.seccomp.is_some() || c.seccomp_profile_path == "unconfined")
         }
         ("LinuxContainerSecurityContext", "apparmor_profile") => {
             Container::decode(context).is_ok_and(|c| c.apparmor.is_some())
         }
         ("LinuxSandboxSecurityContext", "seccomp_profile_path") => {
-            Sandbox::decode(context).is_ok_and(|c| c.seccomp.is_some())
+            Sandbox::decode(context).is_ok_and(|c| c.seccomp.is_some() || c.seccomp_profile_path == "unconfined")
         }
         _ => false,
     }
