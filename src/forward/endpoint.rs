@@ -95,7 +95,7 @@ impl Access {
             let (without, _) = scan::without_field(request, number).map_err(|e| deny(e.to_string()))?;
             judged.rewritten = Some(without);
         }
-        if verdict.pod_scoped {
+        if let (true, Policy::PodScoped { host_paths }) = (verdict.pod_scoped, &rules.policy) {
             let Some(pod_uid) = caller.pod_uid.clone() else {
                 return Err(deny("the caller runs in no pod (its cgroup names none)".into()));
             };
@@ -104,7 +104,6 @@ impl Access {
                 narrowed.extend(narrowing);
                 judged.rewritten = Some(narrowed);
             }
-            let Policy::PodScoped { host_paths } = &rules.policy else { unreachable!("only pod-scoped scopes") };
             let (host_paths, socket) = (host_paths.clone(), self.socket.clone());
             judged.pod = Some(PodScope { uid: pod_uid, host_paths, rpc: rpc.name(), socket });
         }
