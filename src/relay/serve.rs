@@ -75,18 +75,16 @@ pub async fn serve<C: Calls>(
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
     let admission = Admission::new(limits.connections, limits.connections_per_uid);
-    // Each socket accepts on a task of its own and hands its connections here, one at a time.
-    let (accepted, mut arrivals) = tokio::sync::mpsc::channel::<(UnixStream, Arc<C>)>(1);
-    let mut acceptors = JoinSet::new();
-    for (listener, calls) in listeners {
-        acceptors.spawn(accept(listener, calls, accepted.clone()));
-    }
-    drop(accepted);
+    let mut next_socket = 0;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            arrival = arrivals.recv() => match arrival {
-                Some((stream, calls)) => {
+            // Accepted here only, when this loop is ready for it: a connection the kernel holds
+            // in a socket's backlog at shutdown is left there for the next process (socket
+            // activation), never accepted and dropped.
+            (socket, accepted) = accept_any(&listeners, &mut next_socket) => match accepted {
+                Ok((stream, _)) => {
+                    let calls = listeners[socket].1.clone();
                     // The uid alone first (one getsockopt): a refused peer costs no /proc read.
                     let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
                     match admission.admit(uid) {
@@ -106,7 +104,11 @@ pub async fn serve<C: Calls>(
                         Err(refused) => calls.refused(refused.label()),
                     }
                 }
-                None => break,
+                Err(error) => {
+                    // Out of file descriptors and the like: pause rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             },
             // Reap connections that ended, so the set holds only live ones.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -117,8 +119,7 @@ pub async fn serve<C: Calls>(
             () = &mut shutdown => break,
         }
     }
-    // The sockets stop accepting (their listeners dropped with their tasks).
-    acceptors.abort_all();
+    drop(listeners);
     let _ = stop.send(true);
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async { while connections.join_next().await.is_some() {} });
     if drained.await.is_err() {
@@ -128,27 +129,25 @@ pub async fn serve<C: Calls>(
     Ok(())
 }
 
-/// Accepts `listener`'s connections and hands each on with the calls it is served by, until the
-/// serving loop has gone.
-async fn accept<C: Calls>(
-    listener: UnixListener,
-    calls: Arc<C>,
-    accepted: tokio::sync::mpsc::Sender<(UnixStream, Arc<C>)>,
-) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                if accepted.send((stream, calls.clone())).await.is_err() {
-                    return;
-                }
-            }
-            Err(error) => {
-                // Out of file descriptors and the like: pause rather than spin.
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+/// The next connection on any of `listeners`, and which socket it came on; the sockets are
+/// asked in turn from `next` (moved past the one that answered), so a flood on one socket does
+/// not keep another's connections waiting. Cancel-safe: a connection is taken from a socket only
+/// when this is polled and it is ready.
+fn accept_any<'a, C>(
+    listeners: &'a [(UnixListener, Arc<C>)],
+    next: &'a mut usize,
+) -> impl Future<Output = (usize, std::io::Result<(UnixStream, tokio::net::unix::SocketAddr)>)> + 'a {
+    std::future::poll_fn(move |cx| {
+        let count = listeners.len();
+        for offset in 0..count {
+            let socket = (*next + offset) % count;
+            if let std::task::Poll::Ready(accepted) = listeners[socket].0.poll_accept(cx) {
+                *next = (socket + 1) % count;
+                return std::task::Poll::Ready((socket, accepted));
             }
         }
-    }
+        std::task::Poll::Pending
+    })
 }
 
 /// What a connection's calls report to it.
