@@ -18,8 +18,8 @@ use tonic::Code;
 
 fn per_call(c: &mut Criterion) {
     let callers = Arc::new(Callers::default());
-    let caller: Arc<dyn ClientRecord> =
-        callers.connected(Peer { pid: Some(1), exe: "/usr/bin/kubelet".into(), ..Peer::default() });
+    let who = cri_bridge::callers::Identity { pid: Some(1), exe: "/usr/bin/kubelet".into(), ..Default::default() };
+    let caller: Arc<dyn ClientRecord> = callers.connected(Peer { who, ..Peer::default() });
     let observers: Arc<dyn Observer> = Arc::new(Observers { metrics: Arc::new(Metrics::default()), callers });
     let rpc = Rpc::from_path("/runtime.v1.RuntimeService/ListPodSandbox").expect("a CRI path");
     c.bench_function("metrics: one call counted", |b| {

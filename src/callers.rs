@@ -6,6 +6,7 @@
 //! Callers are grouped by executable, uid, pod and container rather than by process: crictl in
 //! a shell loop is one caller, not a thousand. The record is bounded ([`MAX_CALLERS`]).
 
+pub use crate::forward::Identity;
 use crate::version::CriVersion;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -16,17 +17,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Callers remembered at most; beyond, the one seen least recently is forgotten.
 pub const MAX_CALLERS: usize = 1024;
 
-/// What the kernel and `/proc` say about the process at the other end of a connection.
+/// What the kernel and `/proc` say about the process at the other end of a connection: who it
+/// is (`forward::Identity`, what access decisions and the audit log use), and whether it is
+/// cri-bridge itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Peer {
-    pub pid: Option<u32>,
-    pub uid: u32,
-    pub gid: u32,
-    /// The executable's path (`/usr/bin/kubelet`), or `?` when `/proc` does not say; as
-    /// [`one_line`] escapes and caps it.
-    pub exe: String,
-    pub pod_uid: Option<String>,
-    pub container_id: Option<String>,
+    pub who: Identity,
     /// The peer runs this very executable file (the same device and inode as
     /// `/proc/self/exe`): `cri-bridge probe` of this installation. Not its name, which any
     /// program can be given.
@@ -41,20 +37,22 @@ impl Peer {
 
     /// The peer of a client connection.
     pub fn of(stream: &tokio::net::UnixStream) -> Peer {
+        let unknown = Identity { exe: "?".into(), ..Identity::default() };
         let Ok(credentials) = stream.peer_cred() else {
-            return Peer { exe: "?".into(), ..Peer::default() };
+            return Peer { who: unknown, ..Peer::default() };
         };
         let pid = credentials.pid().and_then(|pid| u32::try_from(pid).ok()).filter(|pid| *pid > 0);
-        let mut peer = Peer { pid, uid: credentials.uid(), gid: credentials.gid(), exe: "?".into(), ..Peer::default() };
+        let who = Identity { pid, uid: credentials.uid(), gid: credentials.gid(), ..unknown };
+        let mut peer = Peer { who, ..Peer::default() };
         if let Some(pid) = pid {
             if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
                 // A binary replaced since the process started reads as `… (deleted)`.
                 let exe = exe.to_string_lossy();
-                peer.exe = one_line(exe.strip_suffix(" (deleted)").unwrap_or(&exe));
+                peer.who.exe = one_line(exe.strip_suffix(" (deleted)").unwrap_or(&exe));
             }
             peer.is_own_executable = file_id(&format!("/proc/{pid}/exe")).is_some_and(|id| Some(id) == own_file_id());
             if let Ok(cgroup) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
-                (peer.pod_uid, peer.container_id) = pod_and_container(&cgroup);
+                (peer.who.pod_uid, peer.who.container_id) = pod_and_container(&cgroup);
             }
         }
         peer
@@ -62,7 +60,7 @@ impl Peer {
 
     /// The executable's file name: `kubelet`, `crictl`.
     pub fn client(&self) -> &str {
-        self.exe.rsplit('/').next().unwrap_or(&self.exe)
+        self.who.exe.rsplit('/').next().unwrap_or(&self.who.exe)
     }
 }
 
@@ -202,11 +200,11 @@ impl Caller {
             let peer = &self.peer;
             tracing::info!(
                 client = %peer.client(),
-                exe = %peer.exe,
+                exe = %peer.who.exe,
                 pid = self.last_pid.load(Ordering::Relaxed),
-                uid = peer.uid,
-                pod_uid = peer.pod_uid.as_deref().unwrap_or(""),
-                container_id = peer.container_id.as_deref().unwrap_or(""),
+                uid = peer.who.uid,
+                pod_uid = peer.who.pod_uid.as_deref().unwrap_or(""),
+                container_id = peer.who.container_id.as_deref().unwrap_or(""),
                 %version,
                 "first call of a caller in CRI {version}"
             );
@@ -228,7 +226,7 @@ pub struct Callers {
 impl Callers {
     /// The record of a newly connected peer (an existing one when the same client calls again).
     pub fn connected(&self, mut peer: Peer) -> Arc<Caller> {
-        let pid = peer.pid.take().unwrap_or(0);
+        let pid = peer.who.pid.take().unwrap_or(0);
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(caller) = known.get(&peer) {
             caller.last_pid.store(pid, Ordering::Relaxed);
@@ -259,12 +257,12 @@ impl Callers {
             .values()
             .map(|caller| CallerReport {
                 client: caller.peer.client().to_string(),
-                exe: caller.peer.exe.clone(),
+                exe: caller.peer.who.exe.clone(),
                 pid: caller.last_pid.load(Ordering::Relaxed),
-                uid: caller.peer.uid,
-                gid: caller.peer.gid,
-                pod_uid: caller.peer.pod_uid.clone(),
-                container_id: caller.peer.container_id.clone(),
+                uid: caller.peer.who.uid,
+                gid: caller.peer.who.gid,
+                pod_uid: caller.peer.who.pod_uid.clone(),
+                container_id: caller.peer.who.container_id.clone(),
                 calls: CriVersion::NEWEST_FIRST
                     .iter()
                     .map(|&v| (v.as_str().to_string(), caller.calls(v)))
@@ -421,7 +419,8 @@ mod tests {
     #[test]
     fn one_client_is_one_caller_whatever_its_pid() {
         let callers = Callers::default();
-        let peer = |pid| Peer { pid: Some(pid), uid: 0, gid: 0, exe: "/usr/bin/crictl".into(), ..Peer::default() };
+        let who = |pid| Identity { pid: Some(pid), exe: "/usr/bin/crictl".into(), ..Identity::default() };
+        let peer = |pid| Peer { who: who(pid), ..Peer::default() };
         callers.connected(peer(10)).called(CriVersion::V1alpha2);
         callers.connected(peer(11)).called(CriVersion::V1alpha2);
         callers.connected(peer(12)).called(CriVersion::V1);

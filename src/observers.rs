@@ -20,14 +20,7 @@ pub struct Observers {
 impl Observer for Observers {
     fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<dyn ClientRecord>, Identity) {
         let peer = Peer::of(stream);
-        let identity = Identity {
-            pid: peer.pid,
-            uid: peer.uid,
-            gid: peer.gid,
-            exe: peer.exe.clone(),
-            pod_uid: peer.pod_uid.clone(),
-            container_id: peer.container_id.clone(),
-        };
+        let identity = peer.who.clone();
         (self.callers.connected(peer), identity)
     }
 

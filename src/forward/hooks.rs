@@ -32,7 +32,7 @@ pub trait Observer: Send + Sync {
 
 /// Who is at the other end of a connection, as the kernel and `/proc` say: what access
 /// decisions and the audit log use (never anything the caller sends).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Identity {
     pub pid: Option<u32>,
     pub uid: u32,

@@ -79,7 +79,8 @@ fn each_executable_says_when_it_last_called_in_each_version() {
     use crate::callers::Peer;
     use crate::version::CriVersion;
     let callers = Callers::default();
-    let peer = |uid| Peer { pid: Some(1), uid, gid: 0, exe: "/usr/bin/crictl".into(), ..Peer::default() };
+    let who = |uid| crate::callers::Identity { pid: Some(1), uid, exe: "/usr/bin/crictl".into(), ..Default::default() };
+    let peer = |uid| Peer { who: who(uid), ..Peer::default() };
     let before = unix_now().floor();
     callers.connected(peer(0)).called(CriVersion::V1alpha2);
     callers.connected(peer(1)).called(CriVersion::V1alpha2);
