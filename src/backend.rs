@@ -97,6 +97,8 @@ pub struct Health {
 pub struct Backend {
     /// As configured: `unix:///run/containerd/containerd.sock`.
     pub endpoint: String,
+    /// Its name among several (`backends`); empty for the one `backend`.
+    pub name: String,
     role: Role,
     upstream: Upstream,
     max_message_size: usize,
@@ -112,6 +114,7 @@ impl Backend {
     pub fn new(endpoint: String, role: Role, socket: PathBuf, pins: Pins, max_message_size: usize) -> Backend {
         Backend {
             endpoint,
+            name: String::new(),
             role,
             upstream: Upstream::new(socket, crate::http2::MAX_HEADER_LIST_SIZE),
             max_message_size,
@@ -120,6 +123,20 @@ impl Backend {
             announced: std::sync::Mutex::new(None),
             probing: Mutex::new(()),
             health: std::sync::Mutex::new(Health { up: false, since: std::time::SystemTime::now() }),
+        }
+    }
+
+    /// Named among several backends (`backends`).
+    pub fn named(mut self, name: &str) -> Backend {
+        self.name = name.to_string();
+        self
+    }
+
+    /// How errors and logs name it: its endpoint, after its name when it has one.
+    pub fn who(&self) -> String {
+        match self.name.is_empty() {
+            true => self.endpoint.clone(),
+            false => format!("backend {:?} ({})", self.name, self.endpoint),
         }
     }
 
@@ -232,10 +249,8 @@ impl Backend {
     /// Finds the version (asking in each, newest first, with a call of the endpoint's role,
     /// unless pinned) and what the runtime understands.
     pub async fn probe(&self) -> Result<(CriVersion, RuntimeProfile), Error> {
-        let unreachable = |status: tonic::Status| Error::Unreachable {
-            endpoint: self.endpoint.clone(),
-            detail: status.message().to_string(),
-        };
+        let unreachable =
+            |status: tonic::Status| Error::Unreachable { endpoint: self.who(), detail: status.message().to_string() };
         let pins = self.pins();
         let candidates = match pins.version {
             Some(version) => vec![version],
@@ -267,7 +282,7 @@ impl Backend {
             }
             return Ok((version, profile));
         }
-        Err(Error::NoCri { endpoint: self.endpoint.clone() })
+        Err(Error::NoCri { endpoint: self.who() })
     }
 
     /// What the runtime that answered `Version` with `answer` (in `version`) understands: its
@@ -363,6 +378,16 @@ impl Backend {
         Some(v1::PodSandboxStatusResponse::decode(answer).ok()?.status?.runtime_handler)
     }
 
+    /// The cgroup driver the runtime uses: its `RuntimeConfig` answer, or read from its `Status`
+    /// (or pinned). `None`: unknown, or the runtime is away.
+    pub async fn driver(&self) -> Option<CgroupDriver> {
+        let found = self.version().await.ok()?;
+        if found.profile.runtime.has_runtime_config() {
+            return self.runtime_config().await.ok();
+        }
+        found.profile.runtime.cgroup_driver.as_ref().ok().map(|known| known.driver)
+    }
+
     /// Calls v1 `RuntimeConfig`: the cgroup driver, or the answer's code and message.
     pub async fn runtime_config(&self) -> Result<CgroupDriver, String> {
         let info = CriVersion::V1.schema().rpc("RuntimeService", "RuntimeConfig").expect("v1 has RuntimeConfig");
@@ -392,7 +417,7 @@ impl Backend {
     }
 
     /// One call of cri-bridge's own (a probe), on the connection calls are sent on.
-    async fn unary(&self, rpc: Rpc, message: &[u8]) -> Result<Bytes, tonic::Status> {
+    pub async fn unary(&self, rpc: Rpc, message: &[u8]) -> Result<Bytes, tonic::Status> {
         let answer = self.upstream.unary(&rpc.path(), message, PROBE_TIMEOUT, self.max_message_size).await;
         if answer.as_ref().is_err_and(|status| status.code() == Code::Unavailable) {
             self.upstream.reset();

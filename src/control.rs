@@ -8,7 +8,7 @@
 
 use crate::backend::Backend;
 use crate::callers::Callers;
-use crate::forward::OwnCalls;
+use crate::forward::{OwnCalls, Routed};
 use crate::version::CriVersion;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -27,12 +27,15 @@ pub struct BridgeStatus {
     pub serving_since: u64,
     /// The CRI versions the socket serves.
     pub versions: Vec<String>,
-    /// The runtime endpoint, then the image endpoint when it is separate.
+    /// Each backend's runtime endpoint, then its image endpoint when it is separate.
     pub backends: Vec<BackendStatus>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BackendStatus {
+    /// Its name among several backends (`backends`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// `runtime` or `images`.
     pub role: String,
     pub endpoint: String,
@@ -55,9 +58,7 @@ pub struct BackendStatus {
 /// cri-bridge's own answers: the forwarder asks it (as [`OwnCalls`]) for any path that is no CRI
 /// method.
 pub struct Control {
-    runtime: Arc<Backend>,
-    /// `None`: the runtime serves images too.
-    image: Option<Arc<Backend>>,
+    backends: Vec<Routed>,
     versions: Vec<String>,
     callers: Arc<Callers>,
     started: SystemTime,
@@ -68,15 +69,19 @@ fn seconds(at: SystemTime) -> u64 {
 }
 
 impl Control {
-    pub fn new(runtime: Arc<Backend>, image: Arc<Backend>, served: &[CriVersion], callers: Arc<Callers>) -> Self {
-        let image = (!Arc::ptr_eq(&runtime, &image)).then_some(image);
+    pub fn new(backends: Vec<Routed>, served: &[CriVersion], callers: Arc<Callers>) -> Self {
         let versions = served.iter().map(|v| v.as_str().to_string()).collect();
-        Control { runtime, image, versions, callers, started: SystemTime::now() }
+        Control { backends, versions, callers, started: SystemTime::now() }
     }
 
     fn status(&self) -> BridgeStatus {
-        let mut backends = vec![describe("runtime", &self.runtime)];
-        backends.extend(self.image.iter().map(|image| describe("images", image)));
+        let mut backends = Vec::new();
+        for routed in &self.backends {
+            backends.push(describe("runtime", &routed.runtime));
+            if !Arc::ptr_eq(&routed.runtime, &routed.image) {
+                backends.push(describe("images", &routed.image));
+            }
+        }
         BridgeStatus {
             bridge_version: env!("CARGO_PKG_VERSION").to_string(),
             pid: std::process::id(),
@@ -103,6 +108,7 @@ fn describe(role: &str, backend: &Backend) -> BackendStatus {
     let found = backend.discovered();
     let runtime = found.as_ref().map(|f| &f.profile.runtime);
     BackendStatus {
+        name: Some(backend.name.clone()).filter(|n| !n.is_empty()),
         role: role.to_string(),
         endpoint: backend.endpoint.clone(),
         up: health.up,

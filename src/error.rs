@@ -84,6 +84,11 @@ pub enum Error {
     #[error("{rpc}: converting the message failed: {detail}")]
     ConversionAborted { rpc: String, detail: String },
 
+    /// A new sandbox on a RuntimeClass handler the routing table does not name (refused as a
+    /// runtime refuses a handler it has no runtime for, with UNKNOWN; never sent to the default).
+    #[error("no runtime for {handler:?} is configured: cri-bridge routes the handlers {routed} (routes.handlers)")]
+    NoRoute { handler: String, routed: String },
+
     /// The backend answers, but serves none of the CRI versions.
     #[error(
         "the container runtime at {endpoint} answers UNIMPLEMENTED for CRI v1, v1alpha2 and v1alpha1: \
@@ -108,6 +113,7 @@ impl From<Error> for Status {
             | Error::TooCostly { .. } => Code::ResourceExhausted,
             Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
             Error::Denied { .. } => Code::PermissionDenied,
+            Error::NoRoute { .. } => Code::Unknown,
         };
         Status::new(code, error.to_string())
     }

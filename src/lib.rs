@@ -10,7 +10,7 @@
 //! never names its observers. `tests/layers.rs` holds the code to this list.
 //!
 //! 1. Schemas: [`api`], [`version`]
-//! 2. The pure core: [`runtime_config`], [`revision`], [`convert`], [`access`]
+//! 2. The pure core: [`runtime_config`], [`revision`], [`convert`], [`access`], [`routing`]
 //! 3. Settings and failures: [`config`], [`error`]
 //! 4. I/O mechanics: [`node`], [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
 //! 5. What a call means: [`forward`]
@@ -25,7 +25,8 @@
 //!    [`convert`]: generated conversions with v1 as the hub, the hand-written exceptions, the
 //!    bytes of a message the same on both sides passed as they are, the classification of
 //!    lossable fields, loss reports, the loss policy, the wire scan. [`access`]: what each RPC
-//!    does to the node, and what an endpoint's policy lets a caller do.
+//!    does to the node, and what an endpoint's policy lets a caller do. [`routing`]: where a call
+//!    goes among several backends, and how their answers merge.
 //! 3. [`config`]: the YAML file, CLI overrides, validation naming the key. [`error`]: the
 //!    proxy's errors and their gRPC status, in one place.
 //! 4. Generic over what a call means. [`node`]: what this node is (whether it has swap), read
@@ -71,6 +72,7 @@ pub mod probe;
 pub mod relay;
 pub mod reload;
 pub mod revision;
+pub mod routing;
 pub mod run;
 pub mod runtime_config;
 pub mod systemd;

@@ -69,6 +69,22 @@ impl Live {
             old.loss_policy = new.loss_policy.clone();
             applied.changed.push("loss_policy");
         }
+        // Backends added, removed or routed anew open and close connections: a restart, which
+        // the kubelet rides through (it reconnects within a second), and which needs no state.
+        let new = if new.routing != old.routing {
+            applied.need_restart.push("backends");
+            Config {
+                backend: old.backend.clone(),
+                image_backend: old.image_backend.clone(),
+                backend_version: old.backend_version,
+                backend_revision: old.backend_revision,
+                image_revision: old.image_revision,
+                routing: old.routing.clone(),
+                ..new
+            }
+        } else {
+            new
+        };
         // The in-memory runtime serves the version it started with: its pin is not live.
         let memory = old.backend == Endpoint::Memory;
         if new.backend_version != old.backend_version {
@@ -92,10 +108,13 @@ impl Live {
             applied.changed.push(crate::runtime_config::CONFIG_KEY);
         }
         let cgroup_driver = old.cgroup_driver;
-        self.runtime.set_pins(Pins { version: old.backend_version, revision: old.backend_revision, cgroup_driver });
-        if !Arc::ptr_eq(&self.runtime, &self.image) {
-            let pins = Pins { version: old.backend_version, revision: old.image_revision, cgroup_driver: None };
-            self.image.set_pins(pins);
+        // Among several backends, a pin is part of `backends`: any change to one is a restart.
+        if old.routing.is_none() {
+            self.runtime.set_pins(Pins { version: old.backend_version, revision: old.backend_revision, cgroup_driver });
+            if !Arc::ptr_eq(&self.runtime, &self.image) {
+                let pins = Pins { version: old.backend_version, revision: old.image_revision, cgroup_driver: None };
+                self.image.set_pins(pins);
+            }
         }
         let (mutating, brownout) = (new.mutating != old.mutating, new.brownout != old.brownout);
         if mutating || brownout {

@@ -4,10 +4,10 @@
 use crate::access::Policy;
 use crate::backend::{Backend, Pins, Role};
 use crate::callers::Callers;
-use crate::config::{Config, Endpoint};
+use crate::config::{Config, Endpoint, NamedBackend};
 use crate::control::Control;
 use crate::convert::policy::LossPolicy;
-use crate::forward::{Access, Forwarder, Rules, Scoped};
+use crate::forward::{Access, Forwarder, Routed, Rules, Scoped};
 use crate::frontend::{self, BindError};
 use crate::metrics::{Metrics, Scrape};
 use crate::observers::Observers;
@@ -28,6 +28,8 @@ pub enum RunError {
     Activated(std::io::Error),
     #[error(transparent)]
     Metrics(#[from] crate::metrics::MetricsError),
+    #[error("config key `backends`: {0}")]
+    Drivers(String),
     #[error("serving the frontend failed: {0}")]
     Serve(#[from] std::io::Error),
 }
@@ -42,8 +44,8 @@ struct MemoryBackend {
 }
 
 impl MemoryBackend {
-    async fn start(version: CriVersion) -> Result<(MemoryBackend, PathBuf), RunError> {
-        let dir = std::env::temp_dir().join(format!("cri-bridge-memory-{}", std::process::id()));
+    async fn start(version: CriVersion, name: &str) -> Result<(MemoryBackend, PathBuf), RunError> {
+        let dir = std::env::temp_dir().join(format!("cri-bridge-memory-{}{name}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(RunError::Memory)?;
         let socket = dir.join("runtime.sock");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -90,13 +92,50 @@ impl MemoryBackend {
     }
 }
 
-fn backend(endpoint: &Endpoint, role: Role, socket: PathBuf, config: &Config) -> Arc<Backend> {
-    let revision = match role {
-        Role::Runtime => config.backend_revision,
-        Role::Images => config.image_revision,
+/// Every backend: the one `backend`, or each of `backends`; an in-memory runtime started for
+/// each `memory` endpoint.
+async fn start_backends(config: &Config) -> Result<(Vec<Routed>, Vec<MemoryBackend>), RunError> {
+    let one = NamedBackend {
+        name: String::new(),
+        endpoint: config.backend.clone(),
+        image_endpoint: config.image_backend.clone(),
+        version: config.backend_version,
+        revision: config.backend_revision,
+        image_revision: config.image_revision,
     };
-    let pins = Pins { version: config.backend_version, revision, cgroup_driver: config.cgroup_driver };
-    Arc::new(Backend::new(endpoint.to_string(), role, socket, pins, config.max_message_size))
+    let named = config.routing.as_ref().map_or_else(|| vec![one], |r| r.backends.clone());
+    let (mut routed, mut memories) = (Vec::new(), Vec::new());
+    for spec in named {
+        let socket = match &spec.endpoint {
+            Endpoint::Memory => {
+                let started = MemoryBackend::start(spec.version.unwrap_or(CriVersion::V1), &spec.name).await;
+                let (memory, socket) = match started {
+                    Ok(started) => started,
+                    Err(error) => {
+                        stop_watchers(Vec::new(), memories).await;
+                        return Err(error);
+                    }
+                };
+                memories.push(memory);
+                socket
+            }
+            Endpoint::Unix(path) => path.clone(),
+        };
+        let make = |endpoint: &Endpoint, role, socket, revision, cgroup_driver| {
+            let pins = Pins { version: spec.version, revision, cgroup_driver };
+            let backend = Backend::new(endpoint.to_string(), role, socket, pins, config.max_message_size);
+            Arc::new(backend.named(&spec.name))
+        };
+        let runtime = make(&spec.endpoint, Role::Runtime, socket, spec.revision, config.cgroup_driver);
+        let image = match &spec.image_endpoint {
+            Some(endpoint @ Endpoint::Unix(path)) => {
+                make(endpoint, Role::Images, path.clone(), spec.image_revision, None)
+            }
+            _ => runtime.clone(),
+        };
+        routed.push(Routed { name: spec.name.clone(), runtime, image });
+    }
+    Ok((routed, memories))
 }
 
 /// Runs the proxy until `shutdown` completes.
@@ -123,24 +162,19 @@ pub async fn run_on(
                 None
             }
         });
-    let (memory, runtime_socket) = match &config.backend {
-        Endpoint::Memory => {
-            let (memory, socket) = MemoryBackend::start(config.backend_version.unwrap_or(CriVersion::V1)).await?;
-            (Some(memory), socket)
-        }
-        Endpoint::Unix(path) => (None, path.clone()),
-    };
     for gone in &config.gone {
         tracing::warn!(key = gone.key, "{}", gone.why);
     }
-    let runtime = backend(&config.backend, Role::Runtime, runtime_socket, &config);
-    let image = match &config.image_backend {
-        Some(endpoint @ Endpoint::Unix(path)) => backend(endpoint, Role::Images, path.clone(), &config),
-        _ => runtime.clone(),
+    let (routed, memory) = start_backends(&config).await?;
+    let endpoints = endpoints_of(&routed);
+    let watchers: Vec<_> = endpoints.iter().map(|b| tokio::spawn(b.clone().watch())).collect();
+    let (runtime, image) = match routed.first() {
+        Some(first) => (first.runtime.clone(), first.image.clone()),
+        None => return Err(RunError::Memory(std::io::Error::other("no backend"))),
     };
-    let mut watchers = vec![tokio::spawn(runtime.clone().watch())];
-    if !Arc::ptr_eq(&runtime, &image) {
-        watchers.push(tokio::spawn(image.clone().watch()));
+    if let Err(conflict) = same_cgroup_driver(&routed).await {
+        stop_watchers(watchers, memory).await;
+        return Err(RunError::Drivers(conflict));
     }
     let metrics = Arc::new(Metrics::new(&config.limits));
     metrics.set_memory_ceiling(&config.limits, config.image_backend.is_some());
@@ -156,7 +190,7 @@ pub async fn run_on(
                 tracing::info!(listen = %listen, "serving Prometheus metrics");
                 let scrape = Scrape {
                     metrics: metrics.clone(),
-                    backends: backends_of(&runtime, &image),
+                    backends: endpoints.clone(),
                     callers: callers.clone(),
                     budget: budget.clone(),
                 };
@@ -197,14 +231,23 @@ pub async fn run_on(
             "serving CRI"
         );
         let forwarder = Arc::new(Forwarder::new(
-            runtime.clone(),
-            image.clone(),
+            routed.clone(),
             policy.clone(),
             &config,
             Arc::new(Observers { metrics: metrics.clone(), callers: callers.clone() }),
-            Arc::new(Control::new(runtime.clone(), image.clone(), &config.versions, callers.clone())),
+            Arc::new(Control::new(routed.clone(), &config.versions, callers.clone())),
             budget.clone(),
         ));
+        // Among several backends, who holds what is listed at start and again and again.
+        let refresh = (routed.len() > 1).then(|| {
+            let forwarder = forwarder.clone();
+            tokio::spawn(async move {
+                loop {
+                    forwarder.refresh_owners().await;
+                    tokio::time::sleep(crate::forward::REFRESH_EVERY).await;
+                }
+            })
+        });
         // The main socket, then each scoped one, all served by the one forwarder.
         let main_rules = Rules { policy: Policy::All, mutating: config.mutating.clone(), brownout: config.brownout.clone() };
         let mut accesses = vec![Access::new(&listen, main_rules)];
@@ -231,7 +274,7 @@ pub async fn run_on(
         // answered UNAVAILABLE naming it, and systemd's status says so until it answers.
         let status: Arc<dyn Fn() -> String + Send + Sync> = {
             let served = format!("serving CRI {} on {}", versions.join(","), listen.display());
-            let backends = backends_of(&runtime, &image);
+            let backends = endpoints.clone();
             Arc::new(move || {
                 let each: Vec<String> = backends.iter().map(|b| describe_backend(b)).collect();
                 format!("{served}; {}", each.join("; "))
@@ -265,7 +308,7 @@ pub async fn run_on(
             crate::systemd::notify("STOPPING=1\nSTATUS=draining calls in flight");
         };
         let served = crate::relay::serve(sockets, config.limits, heartbeats, shutdown).await;
-        for task in [supervisor, reloads].into_iter().flatten() {
+        for task in [supervisor, reloads, refresh].into_iter().flatten() {
             task.abort();
         }
         for file in socket_file.into_iter().chain(scoped_files) {
@@ -312,12 +355,38 @@ fn raise_open_files(config: &Config) {
     }
 }
 
-fn backends_of(runtime: &Arc<Backend>, image: &Arc<Backend>) -> Vec<Arc<Backend>> {
-    let mut backends = vec![runtime.clone()];
-    if !Arc::ptr_eq(runtime, image) {
-        backends.push(image.clone());
+/// Several backends on one node must use one cgroup driver: the kubelet has one. Each that
+/// answers at start is asked (a backend away is asked nothing, and is not waited for).
+async fn same_cgroup_driver(routed: &[Routed]) -> Result<(), String> {
+    if routed.len() < 2 {
+        return Ok(());
     }
-    backends
+    let asked = routed.iter().map(|b| async move {
+        let driver = tokio::time::timeout(std::time::Duration::from_secs(5), b.runtime.driver()).await;
+        (b.name.as_str(), driver.ok().flatten())
+    });
+    let drivers: Vec<_> = futures_util::future::join_all(asked).await;
+    let known: Vec<_> = drivers.iter().filter_map(|(name, d)| d.map(|d| (*name, d))).collect();
+    match known.iter().find(|(_, d)| *d != known[0].1) {
+        Some((other, driver)) => Err(format!(
+            "backend {:?} uses the {:?} cgroup driver and backend {other:?} the {driver:?} one: the kubelet has one \
+             cgroup driver, so every backend must use the same",
+            known[0].0, known[0].1
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Every endpoint of every backend: its runtime's, then its image endpoint's when separate.
+fn endpoints_of(routed: &[Routed]) -> Vec<Arc<Backend>> {
+    let mut endpoints = Vec::new();
+    for backend in routed {
+        endpoints.push(backend.runtime.clone());
+        if !Arc::ptr_eq(&backend.runtime, &backend.image) {
+            endpoints.push(backend.image.clone());
+        }
+    }
+    endpoints
 }
 
 /// One backend as systemd's status shows it.
@@ -328,23 +397,26 @@ fn describe_backend(backend: &Backend) -> String {
             let runtime = &found.profile.runtime;
             format!(
                 "runtime {} up: CRI {}, {} {}",
-                backend.endpoint, found.version, runtime.runtime_name, runtime.runtime_version
+                backend.who(),
+                found.version,
+                runtime.runtime_name,
+                runtime.runtime_version
             )
         }
-        (true, None) => format!("runtime {} up", backend.endpoint),
+        (true, None) => format!("runtime {} up", backend.who()),
         (false, _) => format!(
             "runtime {} not answering (since {})",
-            backend.endpoint,
+            backend.who(),
             humantime::format_rfc3339_seconds(health.since)
         ),
     }
 }
 
-async fn stop_watchers(watchers: Vec<tokio::task::JoinHandle<()>>, memory: Option<MemoryBackend>) {
+async fn stop_watchers(watchers: Vec<tokio::task::JoinHandle<()>>, memories: Vec<MemoryBackend>) {
     for watcher in watchers {
         watcher.abort();
     }
-    if let Some(memory) = memory {
+    for memory in memories {
         memory.stop().await;
     }
 }

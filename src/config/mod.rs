@@ -13,6 +13,7 @@ mod error;
 mod limits;
 mod log_and_metrics;
 mod overrides;
+mod routing;
 
 pub use backend::Endpoint;
 pub use bounds::{MAX_CONFIG_BYTES, MAX_FLOW_OPENERS};
@@ -21,6 +22,7 @@ pub use error::ConfigError;
 pub use limits::Limits;
 pub use log_and_metrics::{LogFormat, MetricsListen};
 pub use overrides::Overrides;
+pub use routing::{HandlerRoute, NamedBackend, Routing};
 
 use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
 use bounds::check_yaml_bounds;
@@ -28,6 +30,7 @@ use endpoints::{parse_mode, read_brownout, read_endpoints, read_mutating, Browno
 use error::invalid;
 use limits::LimitsFile;
 use log_and_metrics::{check_log_filter, LogFile, MetricsFile};
+use routing::{read_routing, BackendEntryFile, RoutesFile};
 
 use crate::convert::policy::Action;
 use crate::runtime_config::CgroupDriver;
@@ -45,8 +48,9 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 struct File {
     #[serde(default)]
     listen: ListenFile,
-    #[serde(default)]
-    backend: BackendFile,
+    backend: Option<BackendFile>,
+    backends: Option<Vec<BackendEntryFile>>,
+    routes: Option<RoutesFile>,
     max_message_size: Option<usize>,
     #[serde(default)]
     loss_policy: HashMap<String, String>,
@@ -110,6 +114,9 @@ pub struct Config {
     pub mutating: Option<Principals>,
     /// `brownout`: CRI versions refused on the main socket, always or on a schedule.
     pub brownout: Vec<(CriVersion, crate::access::brownout::Brownout)>,
+    /// `backends` and `routes`: several runtimes, sandboxes routed by handler (`None`: the one
+    /// `backend`). With it, `backend` and the fields beside it are the default backend's.
+    pub routing: Option<Routing>,
     /// Keys and flags that are gone, given all the same: each is ignored and warned of (a node
     /// must not stop on an upgrade because its config names one).
     pub gone: Vec<Gone>,
@@ -150,6 +157,7 @@ impl Default for Config {
             endpoints: Vec::new(),
             mutating: None,
             brownout: Vec::new(),
+            routing: None,
             gone: Vec::new(),
         }
     }
@@ -197,18 +205,21 @@ impl Config {
                 .map(|v| v.parse().map_err(|e| invalid("listen.versions", format!("{e}"))))
                 .collect::<Result<_, _>>()?;
         }
-        if let Some(endpoint) = file.backend.endpoint {
-            config.backend = Endpoint::parse("backend.endpoint", &endpoint)?;
+        config.routing = read_routing(file.backends, file.routes)?;
+        match (&config.routing, file.backend) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("backend", "give `backends` or `backend`, not both (`backends` names each one)"))
+            }
+            (Some(routing), None) => {
+                let default = &routing.backends[routing.default];
+                config.backend = default.endpoint.clone();
+                config.image_backend = default.image_endpoint.clone();
+                config.backend_version = default.version;
+                config.backend_revision = default.revision;
+                config.image_revision = default.image_revision;
+            }
+            (None, backend) => config.read_backend(backend.unwrap_or_default())?,
         }
-        if let Some(endpoint) = file.backend.image_endpoint {
-            config.image_backend = Some(Endpoint::parse("backend.image_endpoint", &endpoint)?);
-        }
-        if let Some(version) = file.backend.version {
-            config.backend_version = parse_backend_version("backend.version", &version)?;
-        }
-        config.backend_revision = file.backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
-        config.image_revision =
-            file.backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
         if file.splice.is_some() {
             config.gone.push(Gone { key: "splice", why: SPLICE_GONE });
         }
@@ -241,6 +252,41 @@ impl Config {
         Ok(config)
     }
 
+    /// The `backend` section.
+    fn read_backend(&mut self, backend: BackendFile) -> Result<(), ConfigError> {
+        if let Some(endpoint) = backend.endpoint {
+            self.backend = Endpoint::parse("backend.endpoint", &endpoint)?;
+        }
+        if let Some(endpoint) = backend.image_endpoint {
+            self.image_backend = Some(Endpoint::parse("backend.image_endpoint", &endpoint)?);
+        }
+        if let Some(version) = backend.version {
+            self.backend_version = parse_backend_version("backend.version", &version)?;
+        }
+        self.backend_revision = backend.revision.map(|r| parse_revision("backend.revision", &r)).transpose()?;
+        self.image_revision =
+            backend.image_revision.map(|r| parse_revision("backend.image_revision", &r)).transpose()?;
+        Ok(())
+    }
+
+    /// Every runtime and image endpoint, with the key that names it.
+    fn backend_endpoints(&self) -> Vec<(&'static str, &Endpoint)> {
+        match &self.routing {
+            Some(routing) => routing
+                .backends
+                .iter()
+                .flat_map(|b| {
+                    let image = b.image_endpoint.as_ref().map(|e| ("backends.image_endpoint", e));
+                    std::iter::once(("backends.endpoint", &b.endpoint)).chain(image)
+                })
+                .collect(),
+            None => {
+                let image = self.image_backend.as_ref().map(|e| ("backend.image_endpoint", e));
+                std::iter::once(("backend.endpoint", &self.backend)).chain(image).collect()
+            }
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         if self.listen_path.as_os_str().is_empty() {
             return Err(invalid("listen.path", "must not be empty"));
@@ -262,10 +308,9 @@ impl Config {
         }
         // Listening on the runtime's own socket would take it over (a stale-looking runtime socket
         // is removed at bind) and make cri-bridge its own backend.
-        for (key, endpoint) in
-            [("backend.endpoint", Some(&self.backend)), ("backend.image_endpoint", self.image_backend.as_ref())]
-        {
-            if endpoint == Some(&Endpoint::Unix(self.listen_path.clone())) {
+        let backends = self.backend_endpoints();
+        for &(key, endpoint) in &backends {
+            if endpoint == &Endpoint::Unix(self.listen_path.clone()) {
                 return Err(invalid(
                     "listen.path",
                     format!(
@@ -313,9 +358,8 @@ impl Config {
         }
         let mut sockets = vec![&self.listen_path];
         for endpoint in &self.endpoints {
-            let taken = sockets.contains(&&endpoint.path)
-                || [self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)]
-                    .contains(&Some(&endpoint.path));
+            let taken =
+                sockets.contains(&&endpoint.path) || backends.iter().any(|(_, b)| b.path() == Some(&endpoint.path));
             if taken {
                 return Err(invalid(
                     "endpoints",
@@ -328,9 +372,8 @@ impl Config {
             sockets.push(&endpoint.path);
         }
         if let Some(MetricsListen::Unix(path)) = &self.metrics_listen {
-            let taken =
-                [Some(&self.listen_path), self.backend.path(), self.image_backend.as_ref().and_then(Endpoint::path)];
-            if taken.contains(&Some(path)) || self.endpoints.iter().any(|e| &e.path == path) {
+            let taken = &self.listen_path == path || backends.iter().any(|(_, b)| b.path() == Some(path));
+            if taken || self.endpoints.iter().any(|e| &e.path == path) {
                 return Err(invalid(
                     "metrics.listen",
                     format!("{} is a CRI socket: the metrics need a socket of their own", path.display()),
@@ -350,6 +393,14 @@ impl Config {
 impl Config {
     /// Applies command-line overrides, then validates again.
     pub fn apply(mut self, overrides: Overrides) -> Result<Config, ConfigError> {
+        let backend_flag =
+            [overrides.backend.is_some(), overrides.image_backend.is_some(), overrides.backend_version.is_some()];
+        if self.routing.is_some() && backend_flag.contains(&true) {
+            return Err(invalid(
+                "backends",
+                "--backend, --image-backend and --backend-version set the one `backend`; with `backends`, edit the file",
+            ));
+        }
         if let Some(listen) = overrides.listen {
             self.listen_path = listen;
         }

@@ -2,7 +2,9 @@
 
 use super::audit::Named;
 use super::failure::Failure;
+use super::fan_out::Fanned;
 use super::request_body::{read_request, read_request_body, CONTROL_REQUEST_LIMIT};
+use super::router::Target;
 use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
 use crate::budget::Charge;
@@ -164,22 +166,32 @@ impl Forwarder {
             None => frame,
         };
         message = frame.slice(PREFIX_LEN..);
-        let backend = self.backend_for(rpc);
-        if let Some(scope) = &judged.pod {
-            let found = backend.version().await?;
-            if let Err(denied) = self.hold_to_pod(rpc, &message, scope, session, found.version).await {
-                named.denied = true;
-                return Err(denied.into());
-            }
-        }
         let pod = judged.pod.as_ref().map(|scope| scope.uid.as_str());
-        let upstream = session.upstream(rpc.info.service);
         let mut metadata = headers;
         for name in &NOT_FORWARDED {
             metadata.remove(name);
         }
         metadata.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
         metadata.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+        // Among several backends: the one the call goes to, or every one.
+        let (target, frame) = match self.route(rpc, &message, session).await? {
+            Target::One(target, None) => (target, frame),
+            Target::One(target, Some(renamed)) => (target, message::frame(&renamed)),
+            Target::Every(way) => {
+                let call = Fanned { method, session, message: &message, metadata: &metadata, deadline, pod };
+                return self.fan_out(call, way, answer).await;
+            }
+        };
+        message = frame.slice(PREFIX_LEN..);
+        let backend = self.backend_for(rpc, target);
+        if let Some(scope) = &judged.pod {
+            let found = backend.version().await?;
+            if let Err(denied) = self.hold_to_pod(rpc, &message, scope, session, (target, found.version)).await {
+                named.denied = true;
+                return Err(denied.into());
+            }
+        }
+        let upstream = session.upstream(rpc.info.service, target);
         let (mut retried, mut reconnected) = (false, false);
         loop {
             let found = backend.version().await?;
@@ -201,7 +213,7 @@ impl Forwarder {
                     // one Version call, and no one else anything.
                     if let Err(status) = backend.call_version(found.version).await {
                         let detail = status.message().to_string();
-                        return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());
+                        return Err(Error::Unreachable { endpoint: backend.who(), detail }.into());
                     }
                     if !retried && backend.is_stale(&found) {
                         retried = true;
@@ -212,16 +224,17 @@ impl Forwarder {
                 return Err(missing(rpc, plan, &found).into());
             }
             let uri = plan.backend.as_ref().expect("a missing RPC was answered above");
-            let outgoing = match self.request_for_runtime(method, &found, &message, session, &mut charge).await? {
-                None => frame.clone(),
-                Some(converted) => {
-                    // The request as it came is held already; a retry's conversion replaces
-                    // the last one's.
-                    charge.shrink_to(frame.len());
-                    self.hold(&mut charge, converted.len(), rpc).await?;
-                    message::frame(&converted)
-                }
-            };
+            let outgoing =
+                match self.request_for_runtime(method, (target, &found), &message, session, &mut charge).await? {
+                    None => frame.clone(),
+                    Some(converted) => {
+                        // The request as it came is held already; a retry's conversion replaces
+                        // the last one's.
+                        charge.shrink_to(frame.len());
+                        self.hold(&mut charge, converted.len(), rpc).await?;
+                        message::frame(&converted)
+                    }
+                };
             let mut request = http::Request::new(());
             *request.method_mut() = http::Method::POST;
             *request.uri_mut() = uri.clone();
@@ -243,7 +256,7 @@ impl Forwarder {
                         reconnected = true;
                         continue;
                     }
-                    return Err(Error::Unreachable { endpoint: backend.endpoint.clone(), detail }.into());
+                    return Err(Error::Unreachable { endpoint: backend.who(), detail }.into());
                 }
             };
             let response = match response {
@@ -278,7 +291,7 @@ impl Forwarder {
     }
 
     /// Grows `charge` by `bytes`, waiting for room at most `limits.request_timeout_seconds`.
-    async fn hold(&self, charge: &mut Charge, bytes: usize, rpc: Rpc) -> Result<(), Error> {
+    pub(super) async fn hold(&self, charge: &mut Charge, bytes: usize, rpc: Rpc) -> Result<(), Error> {
         match tokio::time::timeout(self.request_timeout, charge.grow(bytes)).await {
             Ok(()) => Ok(()),
             Err(_) => Err(Error::BufferFull { rpc: rpc.name(), waited: self.request_timeout }),
@@ -383,13 +396,13 @@ impl Forwarder {
             return Failure::Reset;
         }
         upstream.reset();
-        Error::Unreachable { endpoint: backend.endpoint.clone(), detail: error.to_string() }.into()
+        Error::Unreachable { endpoint: backend.who(), detail: error.to_string() }.into()
     }
 }
 
 /// Sends one converted message to the caller. A large one goes as its prefix and then its bytes,
 /// so that it is never held twice (a 1,000-container list is about 650 KiB).
-async fn send_message(answer: &mut Answer, message: Bytes) -> Result<(), CallerGone> {
+pub(super) async fn send_message(answer: &mut Answer, message: Bytes) -> Result<(), CallerGone> {
     const COPY_BELOW: usize = 64 << 10;
     if message.len() < COPY_BELOW {
         return answer.data(message::frame(&message)).await;
@@ -406,7 +419,7 @@ fn note_answer(backend: &Backend, code: Code) {
 }
 
 /// The `grpc-status` of an answer's head or trailers.
-fn grpc_code(headers: &HeaderMap) -> Option<Code> {
+pub(super) fn grpc_code(headers: &HeaderMap) -> Option<Code> {
     headers.get("grpc-status").map(|value| Code::from_bytes(value.as_bytes()))
 }
 
@@ -418,7 +431,7 @@ async fn answer_control(answer: &mut Answer, json: Vec<u8>) {
 }
 
 /// Answers a call with one message of cri-bridge's own, status OK.
-async fn answer_message(answer: &mut Answer, message: Vec<u8>) -> Result<Code, CallerGone> {
+pub(super) async fn answer_message(answer: &mut Answer, message: Vec<u8>) -> Result<Code, CallerGone> {
     let mut head = http::Response::new(());
     head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
     answer.head(head, false)?;
@@ -439,7 +452,7 @@ fn emulate(rpc: Rpc, found: &Discovered) -> Option<Vec<u8>> {
 
 /// Why an RPC the runtime lacks is `UNIMPLEMENTED`: its version or its revision has no such
 /// RPC; for `RuntimeConfig`, also why cri-bridge cannot answer it instead.
-fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
+pub(super) fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
     let runtime = &found.profile.runtime;
     let error = match plan.backend {
         None => Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version },

@@ -14,7 +14,7 @@ impl Forwarder {
         access: Arc<Access>,
     ) -> (Arc<Client>, crate::budget::Charge) {
         let (caller, identity) = self.observer.connected(stream);
-        let session = Session::new(&self.runtime, &self.image, self.budget.connection(), self.offload.lane());
+        let session = Session::new(&self.backends, self.budget.connection(), self.offload.lane());
         let held = session.budget.charge();
         (Arc::new(Client { caller, identity, access, session }), held)
     }

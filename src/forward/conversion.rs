@@ -18,13 +18,13 @@ impl Forwarder {
     pub(super) async fn request_for_runtime(
         self: &Arc<Self>,
         method: &Arc<Method>,
-        found: &Discovered,
+        (target, found): (usize, &Discovered),
         message: &Bytes,
         session: &Session,
         charge: &mut Charge,
     ) -> Result<Option<Vec<u8>>, Error> {
         let rpc = method.rpc;
-        let handler = self.handler_of(rpc, found, message).await;
+        let handler = self.handler_of(rpc, (target, found), message).await;
         if message.len() < REQUESTS_FROM {
             return self.convert_request(rpc, method.plan(found.version), found, message, handler.as_deref());
         }
@@ -46,7 +46,7 @@ impl Forwarder {
     /// (the handlers' features differ): `RunPodSandbox`'s own `runtime_handler`; for
     /// `CreateContainer`, its sandbox's, asked of the runtime (`PodSandboxStatus`: one call more
     /// per create, on such a runtime only). `None` otherwise: judged by every handler's features.
-    async fn handler_of(&self, rpc: Rpc, found: &Discovered, message: &[u8]) -> Option<String> {
+    async fn handler_of(&self, rpc: Rpc, (target, found): (usize, &Discovered), message: &[u8]) -> Option<String> {
         use crate::convert::wire::string_field;
         if found.profile.blocked_by_handler.is_empty() {
             return None;
@@ -59,7 +59,7 @@ impl Forwarder {
             }
             "CreateContainer" => {
                 let sandbox = string_field(message, number("CreateContainerRequest.pod_sandbox_id")?)?;
-                self.backend_for(rpc).sandbox_handler(found.version, &sandbox).await
+                self.backend_for(rpc, target).sandbox_handler(found.version, &sandbox).await
             }
             _ => None,
         }

@@ -14,14 +14,17 @@ mod calls;
 mod conversion;
 mod endpoint;
 mod failure;
+mod fan_out;
 mod hooks;
 mod offload;
 mod pod_scope;
 mod request_body;
+mod router;
 mod session;
 
 pub use endpoint::{Access, Rules};
 pub use hooks::{ClientRecord, Identity, Observer, OwnCalls};
+pub use router::REFRESH_EVERY;
 pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
@@ -78,9 +81,31 @@ pub struct Scoped {
     pub access: Arc<Access>,
 }
 
+#[derive(Clone)]
+/// One runtime among those behind the socket: its runtime endpoint, and its image endpoint
+/// (the same backend unless it has its own).
+pub struct Routed {
+    /// Empty for the one `backend`.
+    pub name: String,
+    pub runtime: Arc<Backend>,
+    pub image: Arc<Backend>,
+}
+
+impl Routed {
+    fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
+        if rpc.info.service == "ImageService" {
+            &self.image
+        } else {
+            &self.runtime
+        }
+    }
+}
+
 pub struct Forwarder {
-    runtime: Arc<Backend>,
-    image: Arc<Backend>,
+    /// Every runtime, in the order of `backends` (one without it).
+    backends: Vec<Routed>,
+    /// Where calls go among several backends (`None`: one backend, every call to it).
+    router: Option<router::Router>,
     policy: Arc<LossPolicy>,
     /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
     methods: HashMap<String, Arc<Method>>,
@@ -102,11 +127,10 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// `image` may be the same backend as `runtime` (no separate image endpoint).
-    /// Serves `config.versions`, within `config.max_message_size` and `config.limits`.
+    /// Serves `config.versions` from `backends` (routed by `config.routing` when there are
+    /// several), within `config.max_message_size` and `config.limits`.
     pub fn new(
-        runtime: Arc<Backend>,
-        image: Arc<Backend>,
+        backends: Vec<Routed>,
         policy: Arc<LossPolicy>,
         config: &Config,
         observer: Arc<dyn Observer>,
@@ -123,9 +147,10 @@ impl Forwarder {
                 methods.insert(rpc.path(), Arc::new(Method { rpc, plans }));
             }
         }
+        let router = config.routing.clone().filter(|_| backends.len() > 1).map(router::Router::new);
         Forwarder {
-            runtime,
-            image,
+            backends,
+            router,
             policy,
             methods,
             max_message_size: config.max_message_size,
@@ -144,12 +169,9 @@ impl Forwarder {
         &self.budget
     }
 
-    fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
-        if rpc.info.service == "ImageService" {
-            &self.image
-        } else {
-            &self.runtime
-        }
+    /// The endpoint a call of `rpc` to backend `target` goes to.
+    fn backend_for(&self, rpc: Rpc, target: usize) -> &Arc<Backend> {
+        self.backends[target].backend_for(rpc)
     }
 
     /// Converts the request for the runtime (or passes its bytes), and judges every field the

@@ -18,14 +18,14 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Forwarder {
     /// Denies the call unless what it names is `scope`'s pod's, and a create asks for no
-    /// privilege. `backend` is the version the runtime speaks.
+    /// privilege. `backend`: the backend the call goes to, and the version it speaks.
     pub(super) async fn hold_to_pod(
         &self,
         rpc: Rpc,
         request: &[u8],
         scope: &PodScope,
         session: &Session,
-        backend: CriVersion,
+        backend: (usize, CriVersion),
     ) -> Result<(), Error> {
         if rpc.info.method == "CreateContainer" {
             pod::create_without_privilege(rpc.version, request, &scope.uid, &scope.host_paths)
@@ -57,7 +57,7 @@ impl Forwarder {
     }
 
     /// The sandbox a container belongs to (`ListContainers` by its id), as the runtime says.
-    async fn sandbox_of(&self, session: &Session, backend: CriVersion, container: &str) -> Option<String> {
+    async fn sandbox_of(&self, session: &Session, backend: (usize, CriVersion), container: &str) -> Option<String> {
         if container.is_empty() {
             return None;
         }
@@ -70,7 +70,7 @@ impl Forwarder {
 
     /// The pod UID of a sandbox (`PodSandboxStatus`'s metadata, which the kubelet set from the
     /// pod), as the runtime says.
-    async fn pod_of(&self, session: &Session, backend: CriVersion, sandbox: &str) -> Option<String> {
+    async fn pod_of(&self, session: &Session, backend: (usize, CriVersion), sandbox: &str) -> Option<String> {
         if sandbox.is_empty() {
             return None;
         }
@@ -85,13 +85,13 @@ impl Forwarder {
     async fn own_unary(
         &self,
         session: &Session,
-        backend: CriVersion,
+        (target, backend): (usize, CriVersion),
         method: &str,
         request: &[u8],
     ) -> Option<bytes::Bytes> {
         let info = backend.schema().rpc("RuntimeService", method)?;
         let path = Rpc { version: backend, info }.path();
-        let upstream = session.upstream("RuntimeService");
+        let upstream = session.upstream("RuntimeService", target);
         upstream.unary(&path, request, LOOKUP_TIMEOUT, self.max_message_size).await.ok()
     }
 }

@@ -2,7 +2,6 @@
 //! (and to a separate image endpoint), made on its first call, closed with it; and its share of
 //! the memory bound (`crate::budget`).
 
-use crate::backend::Backend;
 use crate::budget::ConnectionBudget;
 use crate::relay::upstream::Upstream;
 use std::sync::Arc;
@@ -18,30 +17,33 @@ pub struct Client {
 }
 
 pub struct Session {
-    runtime: Upstream,
-    /// `None` when images are served by the runtime's endpoint.
-    image: Option<Upstream>,
+    /// Per backend (in the forwarder's order): its runtime connection, and its image
+    /// connection (`None` when images are served by the runtime's endpoint).
+    upstreams: Vec<(Upstream, Option<Upstream>)>,
     pub budget: ConnectionBudget,
     /// The connection's place in the conversion queue.
     pub lane: super::offload::Lane,
 }
 
 impl Session {
-    pub(super) fn new(
-        runtime: &Arc<Backend>,
-        image: &Arc<Backend>,
-        budget: ConnectionBudget,
-        lane: super::offload::Lane,
-    ) -> Session {
-        let image = (!Arc::ptr_eq(runtime, image)).then(|| image.client_upstream());
-        Session { runtime: runtime.client_upstream(), image, budget, lane }
+    pub(super) fn new(backends: &[super::Routed], budget: ConnectionBudget, lane: super::offload::Lane) -> Session {
+        let upstreams = backends
+            .iter()
+            .map(|b| {
+                let image = (!Arc::ptr_eq(&b.runtime, &b.image)).then(|| b.image.client_upstream());
+                (b.runtime.client_upstream(), image)
+            })
+            .collect();
+        Session { upstreams, budget, lane }
     }
 
-    /// The connection a call of `service` goes on.
-    pub(super) fn upstream(&self, service: &str) -> &Upstream {
-        match (&self.image, service) {
+    /// The connection a call of `service` to backend `target` goes on. (Connections are made
+    /// on their first call: a backend a client never calls costs it nothing.)
+    pub(super) fn upstream(&self, service: &str, target: usize) -> &Upstream {
+        let (runtime, image) = &self.upstreams[target];
+        match (image, service) {
             (Some(image), "ImageService") => image,
-            _ => &self.runtime,
+            _ => runtime,
         }
     }
 }

@@ -1,0 +1,281 @@
+//! A call to every backend (issue 42): lists, stats and metrics merged, `Status` merged, events
+//! merged as they come, `UpdateRuntimeConfig` and `RemoveImage` made everywhere.
+//!
+//! Each backend gets the request in its own version, on the caller's own connection to it, and
+//! its answer is converted to the caller's version before the merge. A backend that fails fails
+//! the whole call, naming it: never an empty success, and never a partial list (a kubelet that
+//! is shown a list without a backend's pods takes them for gone).
+
+use super::call::{answer_message, missing, send_message};
+use super::failure::Failure;
+use super::{Forwarder, Method, Session};
+use crate::backend::Discovered;
+use crate::budget::Charge;
+use crate::error::Error;
+use crate::grpc::encode_timeout;
+use crate::relay::answer::Answer;
+use crate::relay::message::{self, Splitter};
+use crate::relay::upstream::Unsent;
+use crate::routing::{merge, Way};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use h2::RecvStream;
+use http::HeaderMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::time::Instant;
+use tonic::{Code, Status};
+
+/// A call made of every backend, as the caller sent it.
+pub(super) struct Fanned<'a> {
+    pub method: &'a Arc<Method>,
+    pub session: &'a Session,
+    pub message: &'a Bytes,
+    pub metadata: &'a HeaderMap,
+    pub deadline: Option<Instant>,
+    /// A pod-scoped caller's pod: only its events are passed.
+    pub pod: Option<&'a str>,
+}
+
+/// One backend's part of a call.
+struct Leg {
+    index: usize,
+    found: Discovered,
+    body: Option<RecvStream>,
+    splitter: Splitter,
+    ready: VecDeque<Bytes>,
+    /// The backend's status, once it has ended its answer.
+    ended: Option<Status>,
+    charge: Charge,
+}
+
+impl Forwarder {
+    /// Makes the call of every backend and answers with the merge `way` says.
+    pub(super) async fn fan_out(
+        self: &Arc<Self>,
+        call: Fanned<'_>,
+        way: Way,
+        answer: &mut Answer,
+    ) -> Result<Code, Failure> {
+        let order = self.router.as_ref().map(|r| r.order()).unwrap_or_else(|| vec![0]);
+        let opened = futures_util::future::join_all(order.iter().map(|&index| self.open_leg(&call, index)));
+        let mut legs = Vec::new();
+        for leg in answer.unless_gone(opened).await? {
+            legs.push(leg?);
+        }
+        if way == Way::Events {
+            return self.merge_events(&call, legs, answer).await;
+        }
+        let indices: Vec<usize> = legs.iter().map(|leg| leg.index).collect();
+        let collected = futures_util::future::join_all(legs.iter_mut().map(|leg| self.drain(&call, leg)));
+        let mut answers = Vec::new();
+        for (&index, messages) in indices.iter().zip(answer.unless_gone(collected).await?) {
+            let messages = match (messages, way, call.method.rpc.info.method) {
+                (Ok(messages), _, _) => messages,
+                // An image one backend lacks is removed there already.
+                (Err(status), Way::Every, "RemoveImage") if status.code() == Code::NotFound => Vec::new(),
+                (Err(status), _, _) => return Err(self.named(index, status).into()),
+            };
+            answers.push((index, messages));
+        }
+        let rpc = call.method.rpc;
+        let merged: Vec<Bytes> = match way {
+            Way::Status => {
+                let names: Vec<(&str, &[u8])> = answers
+                    .iter()
+                    .map(|(index, messages)| {
+                        (self.backends[*index].name.as_str(), messages.first().map_or(&[][..], |m| &m[..]))
+                    })
+                    .collect();
+                let router = self.router.as_ref();
+                let served = router.map(|r| r.served()).unwrap_or_default();
+                let merged = merge::status(&names, 0, &served, rpc.version).map_err(|e| Error::BadResponse {
+                    rpc: rpc.name(),
+                    version: rpc.version,
+                    message: rpc.info.response,
+                    detail: e.to_string(),
+                })?;
+                vec![merged.into()]
+            }
+            Way::Every => vec![answers.into_iter().find_map(|(_, m)| m.into_iter().next()).unwrap_or_default()],
+            _ if rpc.info.server_streaming => answers.into_iter().flat_map(|(_, m)| m).collect(),
+            _ => {
+                let mut joined = Vec::new();
+                for (_, messages) in &answers {
+                    messages.iter().for_each(|m| joined.extend_from_slice(m));
+                }
+                // What the kubelet keys by is listed once: an image by id, a metric by name.
+                if matches!(rpc.info.method, "ListImages" | "ListMetricDescriptors") {
+                    joined = merge::first_of_each(&joined, 1, 1);
+                }
+                vec![joined.into()]
+            }
+        };
+        answer_all(answer, merged).await
+    }
+
+    /// `status` as the caller sees it: the backend named.
+    fn named(&self, index: usize, status: Status) -> Status {
+        let who = self.backends[index].runtime.who();
+        Status::new(status.code(), format!("{who}: {}", status.message()))
+    }
+
+    /// Sends the call to backend `index` and waits for its answer's head.
+    async fn open_leg(self: &Arc<Self>, call: &Fanned<'_>, index: usize) -> Result<Leg, Failure> {
+        let (method, rpc) = (call.method, call.method.rpc);
+        let backend = self.backend_for(rpc, index);
+        let found = backend.version().await?;
+        let plan = method.plan(found.version);
+        if plan.backend.is_none() || found.profile.runtime.lacks_rpc(plan.since) {
+            return Err(self.named(index, missing(rpc, plan, &found).into()).into());
+        }
+        let mut charge = call.session.budget.charge();
+        let frame =
+            match self.request_for_runtime(method, (index, &found), call.message, call.session, &mut charge).await? {
+                Some(converted) => message::frame(&converted),
+                None => message::frame(call.message),
+            };
+        let uri = plan.backend.clone().ok_or_else(|| missing(rpc, plan, &found))?;
+        let upstream = call.session.upstream(rpc.info.service, index);
+        let mut reconnected = false;
+        let response = loop {
+            let mut request = http::Request::new(());
+            *request.method_mut() = http::Method::POST;
+            *request.uri_mut() = uri.clone();
+            *request.headers_mut() = call.metadata.clone();
+            if let Some(deadline) = call.deadline {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
+            }
+            match upstream.send(request, frame.clone()).await {
+                Ok((response, _)) => break response.await,
+                Err(Unsent(detail)) => {
+                    upstream.reset();
+                    if !reconnected {
+                        reconnected = true;
+                        continue;
+                    }
+                    return Err(Error::Unreachable { endpoint: backend.who(), detail }.into());
+                }
+            }
+        };
+        let response = response.map_err(|e| {
+            upstream.reset();
+            Error::Unreachable { endpoint: backend.who(), detail: e.to_string() }
+        })?;
+        let (head, body) = response.into_parts();
+        let ended = body.is_end_stream().then(|| status_of(&head.headers));
+        Ok(Leg { index, found, body: Some(body), splitter: Splitter::default(), ready: VecDeque::new(), ended, charge })
+    }
+
+    /// The next message of a leg, converted for the caller; `None` at its end (status OK).
+    async fn next(self: &Arc<Self>, call: &Fanned<'_>, leg: &mut Leg) -> Result<Option<Bytes>, Status> {
+        let rpc = call.method.rpc;
+        loop {
+            if let Some(message) = leg.ready.pop_front() {
+                let converted = self.answer_for_caller(call.method, &leg.found, message, call.session, &mut leg.charge);
+                return converted.await.map(Some).map_err(Status::from);
+            }
+            if let Some(status) = &leg.ended {
+                return match status.code() {
+                    Code::Ok => Ok(None),
+                    _ => Err(status.clone()),
+                };
+            }
+            let Some(body) = leg.body.as_mut() else { return Ok(None) };
+            let lost = |e: h2::Error| Status::unavailable(format!("the answer was cut off: {e}"));
+            match body.data().await {
+                Some(chunk) => {
+                    let chunk = chunk.map_err(lost)?;
+                    let size = chunk.len();
+                    self.hold(&mut leg.charge, size, rpc).await.map_err(Status::from)?;
+                    let mut messages = Vec::new();
+                    let too_big = |e: message::MessageError| e.into_status(&format!("the answer to {}", rpc.name()));
+                    leg.splitter.push(chunk, self.max_message_size, &mut messages).map_err(too_big)?;
+                    leg.ready.extend(messages);
+                    let _ = body.flow_control().release_capacity(size);
+                }
+                None => {
+                    let trailers = body.trailers().await.map_err(lost)?;
+                    leg.ended = Some(
+                        trailers.map_or_else(|| Status::unknown("the answer has no grpc-status"), |t| status_of(&t)),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A leg with its next message.
+    async fn advance(self: &Arc<Self>, call: &Fanned<'_>, mut leg: Leg) -> (Leg, Result<Option<Bytes>, Status>) {
+        let next = self.next(call, &mut leg).await;
+        (leg, next)
+    }
+
+    /// Every message of a leg (bounded by the connection's share of the memory bound).
+    async fn drain(self: &Arc<Self>, call: &Fanned<'_>, leg: &mut Leg) -> Result<Vec<Bytes>, Status> {
+        let mut messages = Vec::new();
+        while let Some(message) = self.next(call, leg).await? {
+            messages.push(message);
+        }
+        Ok(messages)
+    }
+
+    /// Every backend's events, passed as they come; the first backend to fail ends the stream
+    /// with its status, named.
+    async fn merge_events(
+        self: &Arc<Self>,
+        call: &Fanned<'_>,
+        legs: Vec<Leg>,
+        answer: &mut Answer,
+    ) -> Result<Code, Failure> {
+        let mut pending: futures_util::stream::FuturesUnordered<_> =
+            legs.into_iter().map(|leg| self.advance(call, leg)).collect();
+        answer.head(grpc_head(), false)?;
+        while let Some((leg, event)) = answer.unless_gone(pending.next()).await? {
+            let event = match event {
+                Ok(Some(event)) => event,
+                Ok(None) => continue,
+                Err(status) => return Err(self.named(leg.index, status).into()),
+            };
+            let index = leg.index;
+            pending.push(self.advance(call, leg));
+            if call.pod.is_some_and(|pod| !crate::access::pod::event_of_pod(&event, pod)) {
+                continue;
+            }
+            tracing::trace!(backend = index, "event");
+            send_message(answer, event).await?;
+        }
+        answer.trailers(ok_trailers())?;
+        Ok(Code::Ok)
+    }
+}
+
+/// The status of a head or trailers.
+fn status_of(headers: &HeaderMap) -> Status {
+    Status::from_header_map(headers).unwrap_or_else(|| Status::unknown("the answer has no grpc-status"))
+}
+
+fn grpc_head() -> http::Response<()> {
+    let mut head = http::Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    head
+}
+
+fn ok_trailers() -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    trailers
+}
+
+/// Answers with `messages` and status OK.
+async fn answer_all(answer: &mut Answer, messages: Vec<Bytes>) -> Result<Code, Failure> {
+    if let [one] = &messages[..] {
+        return Ok(answer_message(answer, one.to_vec()).await?);
+    }
+    answer.head(grpc_head(), false)?;
+    for message in messages {
+        send_message(answer, message).await?;
+    }
+    answer.trailers(ok_trailers())?;
+    Ok(Code::Ok)
+}

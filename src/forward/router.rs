@@ -1,0 +1,286 @@
+//! Where a call goes among several backends (issue 42): the routing table for new sandboxes,
+//! and who holds each sandbox and container for every other call.
+//!
+//! Ownership comes from the backends themselves, never from state of cri-bridge's own: their
+//! lists (at start and every [`REFRESH_EVERY`]), and on a miss their `PodSandboxStatus` or
+//! `ContainerStatus` of the id, asked of every backend on the caller's own connections. A
+//! restart of cri-bridge needs nothing; ids are never rewritten.
+
+use super::{Forwarder, Session};
+use crate::access::pod::Owner;
+use crate::api::v1;
+use crate::config::Routing;
+use crate::error::Error;
+use crate::grpc::Rpc;
+use crate::routing::{request, way_of, Way};
+use prost::Message;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tonic::Code;
+
+/// How often every backend's sandboxes and containers are listed again.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(15);
+/// How long a lookup of who holds an id may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where one call goes.
+pub(super) enum Target {
+    /// To one backend, with the request changed where it must be (a handler renamed).
+    One(usize, Option<Vec<u8>>),
+    /// To every backend, the answers merged as `Way` says.
+    Every(Way),
+}
+
+/// Who holds what: by sandbox id, container id and pod UID, the backend's index.
+#[derive(Default)]
+struct Owners {
+    sandboxes: HashMap<String, usize>,
+    containers: HashMap<String, usize>,
+    pods: HashMap<String, usize>,
+}
+
+pub(super) struct Router {
+    pub(super) table: Routing,
+    owners: Mutex<Owners>,
+    /// Sandboxes each backend listed last (metrics, `cri-bridge backends`).
+    sandboxes: Vec<AtomicUsize>,
+}
+
+impl Router {
+    pub(super) fn new(table: Routing) -> Router {
+        let sandboxes = table.backends.iter().map(|_| AtomicUsize::new(0)).collect();
+        Router { table, owners: Mutex::new(Owners::default()), sandboxes }
+    }
+
+    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn known(&self, owner: &Owner) -> Option<usize> {
+        let owners = self.owners();
+        match owner {
+            Owner::Sandbox(id) => owners.sandboxes.get(id).copied(),
+            Owner::Container(id) => owners.containers.get(id).copied(),
+            Owner::Nothing => None,
+        }
+    }
+
+    fn learn(&self, owner: &Owner, backend: usize) {
+        let mut owners = self.owners();
+        match owner {
+            Owner::Sandbox(id) => owners.sandboxes.insert(id.clone(), backend),
+            Owner::Container(id) => owners.containers.insert(id.clone(), backend),
+            Owner::Nothing => None,
+        };
+    }
+
+    /// The routed handlers, `""` (the default) first, for `Status.runtime_handlers`.
+    pub(super) fn served(&self) -> Vec<crate::routing::merge::Served<'_>> {
+        let default = crate::routing::merge::Served { name: "", backend: self.table.default, as_handler: "" };
+        let routes = self.table.handlers.iter().map(|h| crate::routing::merge::Served {
+            name: &h.handler,
+            backend: h.backend,
+            as_handler: &h.as_handler,
+        });
+        std::iter::once(default).chain(routes).collect()
+    }
+
+    /// The backends in the order answers merge: the default's first.
+    pub(super) fn order(&self) -> Vec<usize> {
+        let others = (0..self.table.backends.len()).filter(|&i| i != self.table.default);
+        std::iter::once(self.table.default).chain(others).collect()
+    }
+
+    /// The sandboxes backend `index` listed last.
+    pub fn sandboxes_of(&self, index: usize) -> usize {
+        self.sandboxes.get(index).map_or(0, |n| n.load(Ordering::Relaxed))
+    }
+}
+
+impl Forwarder {
+    /// Where a call of `rpc` with `request` goes; one backend: there, with nothing read.
+    pub(super) async fn route(&self, rpc: Rpc, request: &[u8], session: &Session) -> Result<Target, Error> {
+        let Some(router) = &self.router else {
+            return Ok(Target::One(0, None));
+        };
+        let names = crate::access::pod::owner(rpc.version, rpc.info, request);
+        let default = router.table.default;
+        let one = |backend| Ok(Target::One(backend, None));
+        match way_of(rpc.info.method, names != Owner::Nothing) {
+            Way::Default => one(default),
+            Way::Handler => {
+                let handler = request::runtime_handler(rpc.version, request);
+                let Some((backend, there)) = router.table.route(&handler) else {
+                    let mut routed = vec!["\"\"".to_string()];
+                    routed.extend(router.table.handlers.iter().map(|h| format!("{:?}", h.handler)));
+                    return Err(Error::NoRoute { handler, routed: routed.join(", ") });
+                };
+                if let Some(uid) = sandbox_pod_uid(rpc, request) {
+                    router.owners().pods.insert(uid, backend);
+                }
+                let renamed = (there != handler).then(|| request::with_runtime_handler(rpc.version, request, there));
+                Ok(Target::One(backend, renamed.flatten()))
+            }
+            Way::Owner => self.owner_of(rpc, &names, session).await.map(|b| Target::One(b.unwrap_or(default), None)),
+            Way::Merge => match request::filtered_to(rpc.version, rpc.info, request) {
+                Owner::Nothing => Ok(Target::Every(Way::Merge)),
+                // A list by an id no backend holds lists nothing: every backend says so.
+                filtered => match self.owner_of(rpc, &filtered, session).await? {
+                    Some(backend) => one(backend),
+                    None => Ok(Target::Every(Way::Merge)),
+                },
+            },
+            Way::Image => {
+                let handler = request::image_handler(rpc.version, rpc.info, request);
+                if !handler.is_empty() {
+                    return match router.table.route(&handler) {
+                        Some((backend, _)) => one(backend),
+                        None => Err(Error::NoRoute { handler, routed: String::new() }),
+                    };
+                }
+                let pod = (rpc.info.method == "PullImage").then(|| request::pulled_for_pod(rpc.version, request));
+                match pod.flatten() {
+                    Some(uid) => self.pod_owner(&uid, session).await.map(|b| Target::One(b.unwrap_or(default), None)),
+                    None => one(default),
+                }
+            }
+            way @ (Way::Events | Way::Status | Way::Every) => Ok(Target::Every(way)),
+        }
+    }
+
+    /// The backend that holds the sandbox or container `owner` names: known, or asked of every
+    /// backend. `None`: no backend holds it (each answered, and none has it).
+    async fn owner_of(&self, rpc: Rpc, owner: &Owner, session: &Session) -> Result<Option<usize>, Error> {
+        let Some(router) = &self.router else { return Ok(Some(0)) };
+        if let Some(backend) = router.known(owner) {
+            return Ok(Some(backend));
+        }
+        let (method, id) = match owner {
+            Owner::Sandbox(id) => ("PodSandboxStatus", id),
+            Owner::Container(id) => ("ContainerStatus", id),
+            Owner::Nothing => return Ok(None),
+        };
+        if id.is_empty() {
+            return Ok(None);
+        }
+        let asked = router.order().into_iter().map(|index| async move {
+            let backend = &self.backends[index].runtime;
+            let found = backend.version().await?;
+            let request = match owner {
+                Owner::Container(id) => {
+                    v1::ContainerStatusRequest { container_id: id.clone(), verbose: false }.encode_to_vec()
+                }
+                _ => v1::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false }.encode_to_vec(),
+            };
+            let Some(info) = found.version.schema().rpc("RuntimeService", method) else { return Ok(false) };
+            let path = Rpc { version: found.version, info }.path();
+            let upstream = session.upstream("RuntimeService", index);
+            match upstream.unary(&path, &request, LOOKUP_TIMEOUT, self.max_message_size).await {
+                Ok(_) => Ok(true),
+                Err(status) if status.code() == Code::Unavailable => {
+                    Err(Error::Unreachable { endpoint: backend.who(), detail: status.message().to_string() })
+                }
+                Err(_) => Ok(false),
+            }
+        });
+        let answers = futures_util::future::join_all(asked).await;
+        let order = router.order();
+        let mut down = None;
+        for (index, answer) in order.into_iter().zip(answers) {
+            match answer {
+                Ok(true) => {
+                    router.learn(owner, index);
+                    return Ok(Some(index));
+                }
+                Ok(false) => {}
+                Err(error) => down = down.or(Some(error)),
+            }
+        }
+        tracing::debug!(rpc = %rpc.path(), id = %id, "no backend holds it");
+        // A backend that did not answer may hold it: saying "no such id" could be false.
+        match down {
+            Some(Error::Unreachable { endpoint, detail }) => Err(Error::Unreachable {
+                endpoint,
+                detail: format!("{detail} (it may hold {id}, which no other backend has)"),
+            }),
+            Some(other) => Err(other),
+            None => Ok(None),
+        }
+    }
+
+    /// The backend running pod `uid`'s sandbox: known, or listed by the pod's label on every
+    /// backend. `None`: no backend runs it.
+    async fn pod_owner(&self, uid: &str, session: &Session) -> Result<Option<usize>, Error> {
+        let Some(router) = &self.router else { return Ok(Some(0)) };
+        if let Some(backend) = router.owners().pods.get(uid).copied() {
+            return Ok(Some(backend));
+        }
+        let mut filter = v1::PodSandboxFilter::default();
+        filter.label_selector.insert(crate::access::pod::POD_UID_LABEL.to_string(), uid.to_string());
+        let request = v1::ListPodSandboxRequest { filter: Some(filter) }.encode_to_vec();
+        for index in router.order() {
+            let backend = &self.backends[index].runtime;
+            let found = backend.version().await?;
+            let Some(info) = found.version.schema().rpc("RuntimeService", "ListPodSandbox") else { continue };
+            let path = Rpc { version: found.version, info }.path();
+            let upstream = session.upstream("RuntimeService", index);
+            let listed = upstream.unary(&path, &request, LOOKUP_TIMEOUT, self.max_message_size).await;
+            let listed =
+                listed.map_err(|s| Error::Unreachable { endpoint: backend.who(), detail: s.message().to_string() })?;
+            if v1::ListPodSandboxResponse::decode(listed).is_ok_and(|l| !l.items.is_empty()) {
+                router.owners().pods.insert(uid.to_string(), index);
+                return Ok(Some(index));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Lists every backend's sandboxes and containers, on each backend's own connection, and
+    /// learns who holds what. Run at start and every [`REFRESH_EVERY`] (`run`).
+    pub async fn refresh_owners(&self) {
+        let Some(router) = &self.router else { return };
+        for (index, routed) in self.backends.iter().enumerate() {
+            let Ok(found) = routed.runtime.version().await else { continue };
+            let list = |method: &'static str, request: Vec<u8>| async move {
+                let info = found.version.schema().rpc("RuntimeService", method)?;
+                routed.runtime.unary(Rpc { version: found.version, info }, &request).await.ok()
+            };
+            let sandboxes = list("ListPodSandbox", v1::ListPodSandboxRequest::default().encode_to_vec()).await;
+            let containers = list("ListContainers", v1::ListContainersRequest::default().encode_to_vec()).await;
+            let sandboxes = sandboxes.and_then(|b| v1::ListPodSandboxResponse::decode(b).ok());
+            let containers = containers.and_then(|b| v1::ListContainersResponse::decode(b).ok());
+            let (Some(sandboxes), Some(containers)) = (sandboxes, containers) else { continue };
+            router.sandboxes[index].store(sandboxes.items.len(), Ordering::Relaxed);
+            let mut owners = router.owners();
+            owners.sandboxes.retain(|_, b| *b != index);
+            owners.containers.retain(|_, b| *b != index);
+            owners.pods.retain(|_, b| *b != index);
+            for sandbox in sandboxes.items {
+                if let Some(uid) = sandbox.metadata.map(|m| m.uid).filter(|u| !u.is_empty()) {
+                    owners.pods.insert(uid, index);
+                }
+                owners.sandboxes.insert(sandbox.id, index);
+            }
+            for container in containers.containers {
+                owners.containers.insert(container.id, index);
+            }
+        }
+    }
+
+    /// The routing state, when there are several backends.
+    pub fn router_sandboxes(&self) -> Vec<(String, usize)> {
+        let Some(router) = &self.router else { return Vec::new() };
+        router.table.backends.iter().enumerate().map(|(i, b)| (b.name.clone(), router.sandboxes_of(i))).collect()
+    }
+}
+
+/// The pod UID of a `RunPodSandbox`'s config (to route its image pulls with it).
+fn sandbox_pod_uid(rpc: Rpc, request: &[u8]) -> Option<String> {
+    if rpc.version == crate::version::CriVersion::V1alpha1 {
+        return None;
+    }
+    let config = v1::RunPodSandboxRequest::decode(request).ok()?.config?;
+    config.metadata.map(|m| m.uid).filter(|uid| !uid.is_empty())
+}
