@@ -3,14 +3,16 @@
 use super::audit::Named;
 use super::failure::Failure;
 use super::fan_out::Fanned;
+use super::lacking::{emulate, missing};
+use super::reply::{answer_control, answer_message, grpc_code, send_message};
 use super::request_body::{read_request, read_request_body, CONTROL_REQUEST_LIMIT};
 use super::router::Target;
-use super::{Client, Forwarder, Method, Plan, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
+use super::{Client, Forwarder, Method, Session, EVENT_STATUS_SINCE, REPROBE_AFTER};
 use crate::backend::{Backend, Discovered};
 use crate::budget::Charge;
 use crate::error::Error;
 use crate::grpc::{encode_timeout, timeout_of, Rpc};
-use crate::relay::answer::{Answer, CallerGone};
+use crate::relay::answer::Answer;
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
 use crate::relay::upstream::{Unsent, Upstream, OWN_CALL};
 use crate::version::CriVersion;
@@ -318,7 +320,9 @@ impl Forwarder {
         let events = rpc.info.method == "GetContainerEvents";
         let old_events = events && found.profile.runtime.minor < EVENT_STATUS_SINCE;
         let pod_events = pod.filter(|_| events);
-        let converting = !plan.response.is_identity() || old_events || pod_events.is_some();
+        // A `Version` is read, whatever the versions: a runtime named `docker` is answered for.
+        let version = rpc.info.method == "Version";
+        let converting = !plan.response.is_identity() || old_events || pod_events.is_some() || version;
         let (mut head, mut body) = response.into_parts();
         if converting {
             head.headers.remove(http::header::CONTENT_LENGTH);
@@ -400,67 +404,10 @@ impl Forwarder {
     }
 }
 
-/// Sends one converted message to the caller. A large one goes as its prefix and then its bytes,
-/// so that it is never held twice (a 1,000-container list is about 650 KiB).
-pub(super) async fn send_message(answer: &mut Answer, message: Bytes) -> Result<(), CallerGone> {
-    const COPY_BELOW: usize = 64 << 10;
-    if message.len() < COPY_BELOW {
-        return answer.data(message::frame(&message)).await;
-    }
-    answer.data(message::prefix(message.len())).await?;
-    answer.data(message).await
-}
-
 /// An answer of `UNAVAILABLE` means the runtime is going away: probe it again on the next call.
 fn note_answer(backend: &Backend, code: Code) {
     if code == Code::Unavailable {
         backend.forget();
-    }
-}
-
-/// The `grpc-status` of an answer's head or trailers.
-pub(super) fn grpc_code(headers: &HeaderMap) -> Option<Code> {
-    headers.get("grpc-status").map(|value| Code::from_bytes(value.as_bytes()))
-}
-
-/// Answers a question of cri-bridge's own: one JSON message, status OK.
-async fn answer_control(answer: &mut Answer, json: Vec<u8>) {
-    if answer_message(answer, json).await.is_err() {
-        tracing::debug!("the caller of a control call went away");
-    }
-}
-
-/// Answers a call with one message of cri-bridge's own, status OK.
-pub(super) async fn answer_message(answer: &mut Answer, message: Vec<u8>) -> Result<Code, CallerGone> {
-    let mut head = http::Response::new(());
-    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
-    answer.head(head, false)?;
-    answer.data(message::frame(&message)).await?;
-    let mut trailers = HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    answer.trailers(trailers)?;
-    Ok(Code::Ok)
-}
-
-/// cri-bridge's own answer to a call the runtime cannot answer, where it knows what the
-/// runtime would say (DESIGN principle 12): `RuntimeConfig` from the runtime's cgroup driver.
-fn emulate(rpc: Rpc, found: &Discovered) -> Option<Vec<u8>> {
-    let driver = found.profile.runtime.cgroup_driver.as_ref().ok().filter(|_| is_runtime_config(rpc))?;
-    tracing::debug!(driver = %driver, "RuntimeConfig answered by cri-bridge");
-    Some(crate::runtime_config::answer(driver.driver))
-}
-
-/// Why an RPC the runtime lacks is `UNIMPLEMENTED`: its version or its revision has no such
-/// RPC; for `RuntimeConfig`, also why cri-bridge cannot answer it instead.
-pub(super) fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
-    let runtime = &found.profile.runtime;
-    let error = match plan.backend {
-        None => Error::NotInBackendVersion { rpc: rpc.name(), backend: found.version },
-        Some(_) => Error::NotInRuntimeRevision { rpc: rpc.name(), since: plan.since, runtime: runtime.to_string() },
-    };
-    match (is_runtime_config(rpc), &runtime.cgroup_driver) {
-        (true, Err(why)) => Error::DriverUnknown { missing: Box::new(error), why: why.clone() },
-        _ => error,
     }
 }
 
@@ -472,10 +419,6 @@ pub(super) fn missing(rpc: Rpc, plan: &Plan, found: &Discovered) -> Error {
 fn gone_is_done(rpc: Rpc, backend: CriVersion) -> bool {
     const IDEMPOTENT: [&str; 4] = ["StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"];
     rpc.version == CriVersion::V1 && backend != CriVersion::V1 && IDEMPOTENT.contains(&rpc.info.method)
-}
-
-fn is_runtime_config(rpc: Rpc) -> bool {
-    rpc.version == CriVersion::V1 && rpc.info.method == "RuntimeConfig"
 }
 
 /// The deadline passed while cri-bridge held the call.

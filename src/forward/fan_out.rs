@@ -6,8 +6,9 @@
 //! the whole call, naming it: never an empty success, and never a partial list (a kubelet that
 //! is shown a list without a backend's pods takes them for gone).
 
-use super::call::{answer_message, missing, send_message};
 use super::failure::Failure;
+use super::lacking::missing;
+use super::reply::{answer_all, grpc_head, ok_trailers, send_message};
 use super::{Forwarder, Method, Session};
 use crate::backend::Discovered;
 use crate::budget::Charge;
@@ -111,7 +112,7 @@ impl Forwarder {
                 vec![joined.into()]
             }
         };
-        answer_all(answer, merged).await
+        Ok(answer_all(answer, merged).await?)
     }
 
     /// `status` as the caller sees it: the backend named.
@@ -253,29 +254,4 @@ impl Forwarder {
 /// The status of a head or trailers.
 fn status_of(headers: &HeaderMap) -> Status {
     Status::from_header_map(headers).unwrap_or_else(|| Status::unknown("the answer has no grpc-status"))
-}
-
-fn grpc_head() -> http::Response<()> {
-    let mut head = http::Response::new(());
-    head.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
-    head
-}
-
-fn ok_trailers() -> HeaderMap {
-    let mut trailers = HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    trailers
-}
-
-/// Answers with `messages` and status OK.
-async fn answer_all(answer: &mut Answer, messages: Vec<Bytes>) -> Result<Code, Failure> {
-    if let [one] = &messages[..] {
-        return Ok(answer_message(answer, one.to_vec()).await?);
-    }
-    answer.head(grpc_head(), false)?;
-    for message in messages {
-        send_message(answer, message).await?;
-    }
-    answer.trailers(ok_trailers())?;
-    Ok(Code::Ok)
 }

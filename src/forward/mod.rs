@@ -9,6 +9,7 @@
 //! runtime's status comes back unchanged.
 
 mod audit;
+mod backends;
 mod call;
 mod calls;
 mod conversion;
@@ -16,15 +17,18 @@ mod endpoint;
 mod failure;
 mod fan_out;
 mod hooks;
+mod lacking;
 mod offload;
+mod owners;
 mod pod_scope;
+mod reply;
 mod request_body;
 mod router;
 mod session;
 
+pub use backends::Routed;
 pub use endpoint::{Access, Rules};
 pub use hooks::{ClientRecord, Identity, Observer, OwnCalls};
-pub use router::REFRESH_EVERY;
 pub use session::{Client, Session};
 
 use crate::backend::{Backend, Discovered};
@@ -81,31 +85,11 @@ pub struct Scoped {
     pub access: Arc<Access>,
 }
 
-#[derive(Clone)]
-/// One runtime among those behind the socket: its runtime endpoint, and its image endpoint
-/// (the same backend unless it has its own).
-pub struct Routed {
-    /// Empty for the one `backend`.
-    pub name: String,
-    pub runtime: Arc<Backend>,
-    pub image: Arc<Backend>,
-}
-
-impl Routed {
-    fn backend_for(&self, rpc: Rpc) -> &Arc<Backend> {
-        if rpc.info.service == "ImageService" {
-            &self.image
-        } else {
-            &self.runtime
-        }
-    }
-}
-
 pub struct Forwarder {
     /// Every runtime, in the order of `backends` (one without it).
     backends: Vec<Routed>,
     /// Where calls go among several backends (`None`: one backend, every call to it).
-    router: Option<router::Router>,
+    router: Option<owners::Router>,
     policy: Arc<LossPolicy>,
     /// By gRPC path (`/runtime.v1.RuntimeService/Version`), for the served versions only.
     methods: HashMap<String, Arc<Method>>,
@@ -147,7 +131,7 @@ impl Forwarder {
                 methods.insert(rpc.path(), Arc::new(Method { rpc, plans }));
             }
         }
-        let router = config.routing.clone().filter(|_| backends.len() > 1).map(router::Router::new);
+        let router = config.routing.clone().filter(|_| backends.len() > 1).map(owners::Router::new);
         Forwarder {
             backends,
             router,
@@ -245,7 +229,7 @@ impl Forwarder {
         if rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE {
             return self.convert_old_event(rpc, plan, found, body);
         }
-        if plan.response.is_identity() {
+        if plan.response.is_identity() && rpc.info.method != "Version" {
             return Ok(body);
         }
         let bad = |detail: String| Error::BadResponse {
@@ -264,12 +248,19 @@ impl Forwarder {
             Cow::Owned(converted) => converted.into(),
         };
         if rpc.info.method == "Version" {
-            converted = rewrite_api_version(&converted, rpc.version).map_err(|e| bad(e.to_string()))?.into();
+            let passed = plan.response.is_identity();
+            converted = match rewrite_api_version(&converted, rpc.version, passed).map_err(|e| bad(e.to_string()))? {
+                Some(rewritten) => rewritten.into(),
+                None => converted,
+            };
         }
         self.observer.converted(Side::Response, started.elapsed());
         Ok(converted)
     }
 }
+
+/// How often every backend's sandboxes and containers are listed again, among several.
+pub const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How old a discovery must be before an RPC missing from its version makes cri-bridge probe
 /// again (a runtime upgraded while no call was made).
@@ -329,10 +320,18 @@ impl Forwarder {
     }
 }
 
-/// `Version.runtime_api_version` names the version the caller speaks, not the backend's.
-/// (`VersionResponse` has the same fields in every version.)
-fn rewrite_api_version(bytes: &[u8], caller: CriVersion) -> Result<Vec<u8>, prost::DecodeError> {
+/// `Version.runtime_api_version` names the version the caller speaks, not the backend's; for a
+/// runtime named `docker` (cri-dockerd), Docker's Engine API version, as dockershim answered
+/// and kubelets up to 1.23 require (`crate::revision::engine_api_version`), even where the
+/// versions match (`passed`). `None`: the answer passes as it came. (`VersionResponse` has the
+/// same fields in every version.)
+fn rewrite_api_version(bytes: &[u8], caller: CriVersion, passed: bool) -> Result<Option<Vec<u8>>, prost::DecodeError> {
     let mut response = crate::api::v1::VersionResponse::decode(bytes)?;
-    response.runtime_api_version = caller.as_str().to_string();
-    Ok(response.encode_to_vec())
+    let docker = response.runtime_name == crate::revision::DOCKER;
+    let engine_api = docker.then(|| crate::revision::engine_api_version(&response.runtime_version)).flatten();
+    if passed && engine_api.is_none() {
+        return Ok(None);
+    }
+    response.runtime_api_version = engine_api.unwrap_or_else(|| caller.as_str().to_string());
+    Ok(Some(response.encode_to_vec()))
 }

@@ -2,26 +2,21 @@
 //! and who holds each sandbox and container for every other call.
 //!
 //! Ownership comes from the backends themselves, never from state of cri-bridge's own: their
-//! lists (at start and every [`REFRESH_EVERY`]), and on a miss their `PodSandboxStatus` or
+//! lists (at start and every [`super::REFRESH_EVERY`]), and on a miss their `PodSandboxStatus` or
 //! `ContainerStatus` of the id, asked of every backend on the caller's own connections. A
 //! restart of cri-bridge needs nothing; ids are never rewritten.
 
 use super::{Forwarder, Session};
 use crate::access::pod::Owner;
 use crate::api::v1;
-use crate::config::Routing;
 use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::routing::{request, way_of, Way};
 use prost::Message;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tonic::Code;
 
-/// How often every backend's sandboxes and containers are listed again.
-pub const REFRESH_EVERY: Duration = Duration::from_secs(15);
 /// How long a lookup of who holds an id may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,72 +26,6 @@ pub(super) enum Target {
     One(usize, Option<Vec<u8>>),
     /// To every backend, the answers merged as `Way` says.
     Every(Way),
-}
-
-/// Who holds what: by sandbox id, container id and pod UID, the backend's index.
-#[derive(Default)]
-struct Owners {
-    sandboxes: HashMap<String, usize>,
-    containers: HashMap<String, usize>,
-    pods: HashMap<String, usize>,
-}
-
-pub(super) struct Router {
-    pub(super) table: Routing,
-    owners: Mutex<Owners>,
-    /// Sandboxes each backend listed last (metrics, `cri-bridge backends`).
-    sandboxes: Vec<AtomicUsize>,
-}
-
-impl Router {
-    pub(super) fn new(table: Routing) -> Router {
-        let sandboxes = table.backends.iter().map(|_| AtomicUsize::new(0)).collect();
-        Router { table, owners: Mutex::new(Owners::default()), sandboxes }
-    }
-
-    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn known(&self, owner: &Owner) -> Option<usize> {
-        let owners = self.owners();
-        match owner {
-            Owner::Sandbox(id) => owners.sandboxes.get(id).copied(),
-            Owner::Container(id) => owners.containers.get(id).copied(),
-            Owner::Nothing => None,
-        }
-    }
-
-    fn learn(&self, owner: &Owner, backend: usize) {
-        let mut owners = self.owners();
-        match owner {
-            Owner::Sandbox(id) => owners.sandboxes.insert(id.clone(), backend),
-            Owner::Container(id) => owners.containers.insert(id.clone(), backend),
-            Owner::Nothing => None,
-        };
-    }
-
-    /// The routed handlers, `""` (the default) first, for `Status.runtime_handlers`.
-    pub(super) fn served(&self) -> Vec<crate::routing::merge::Served<'_>> {
-        let default = crate::routing::merge::Served { name: "", backend: self.table.default, as_handler: "" };
-        let routes = self.table.handlers.iter().map(|h| crate::routing::merge::Served {
-            name: &h.handler,
-            backend: h.backend,
-            as_handler: &h.as_handler,
-        });
-        std::iter::once(default).chain(routes).collect()
-    }
-
-    /// The backends in the order answers merge: the default's first.
-    pub(super) fn order(&self) -> Vec<usize> {
-        let others = (0..self.table.backends.len()).filter(|&i| i != self.table.default);
-        std::iter::once(self.table.default).chain(others).collect()
-    }
-
-    /// The sandboxes backend `index` listed last.
-    pub fn sandboxes_of(&self, index: usize) -> usize {
-        self.sandboxes.get(index).map_or(0, |n| n.load(Ordering::Relaxed))
-    }
 }
 
 impl Forwarder {
@@ -238,7 +167,7 @@ impl Forwarder {
     }
 
     /// Lists every backend's sandboxes and containers, on each backend's own connection, and
-    /// learns who holds what. Run at start and every [`REFRESH_EVERY`] (`run`).
+    /// learns who holds what. Run at start and every [`super::REFRESH_EVERY`] (`run`).
     pub async fn refresh_owners(&self) {
         let Some(router) = &self.router else { return };
         for (index, routed) in self.backends.iter().enumerate() {

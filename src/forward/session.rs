@@ -26,7 +26,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub(super) fn new(backends: &[super::Routed], budget: ConnectionBudget, lane: super::offload::Lane) -> Session {
+    pub(super) fn new(
+        backends: &[super::backends::Routed],
+        budget: ConnectionBudget,
+        lane: super::offload::Lane,
+    ) -> Session {
         let upstreams = backends
             .iter()
             .map(|b| {

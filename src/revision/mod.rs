@@ -16,10 +16,12 @@
 //! [`RuntimeProfile::blocked`] turns all three into one table indexed by field id, which the
 //! request scan (`convert::scan`) consults.
 
+mod docker;
 mod table;
 
 use crate::api::SchemaInfo;
 use crate::version::CriVersion;
+pub use docker::engine_api_version;
 use std::fmt;
 use table::{docker_unhonoured, lookup, AMBIENT};
 pub use table::{parse_release, telling_rpcs, Unhonoured, DOCKER, MEMORY_RUNTIME_NAME};
