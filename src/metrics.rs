@@ -18,7 +18,10 @@ use crate::config::{Limits, MetricsListen};
 use crate::convert::policy::{Action, LossObserver, Side};
 use crate::grpc::Rpc;
 use crate::version::CriVersion;
-use prometheus_client::encoding::EncodeLabelSet;
+use labels::{
+    BackendLabels, BuildLabels, CallerLabels, DirectionLabels, EndpointLabels, LimitLabels, LossLabels, MethodLabels,
+    OperationLabels,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -39,63 +42,6 @@ fn operation_buckets() -> Histogram {
 /// Conversion takes microseconds (a 1,000-container list: milliseconds): 1 µs × 4ⁿ, 12 of them.
 fn conversion_buckets() -> Histogram {
     Histogram::new(exponential_buckets(1e-6, 4.0, 12))
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OperationLabels {
-    service: &'static str,
-    method: &'static str,
-    frontend_version: &'static str,
-    backend_version: &'static str,
-    code: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MethodLabels {
-    service: &'static str,
-    method: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DirectionLabels {
-    direction: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LossLabels {
-    field: String,
-    action: &'static str,
-    direction: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BackendLabels {
-    endpoint: String,
-    version: String,
-    revision: String,
-    runtime_name: String,
-    runtime_version: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct EndpointLabels {
-    endpoint: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LimitLabels {
-    limit: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallerLabels {
-    version: &'static str,
-    client: String,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -125,6 +71,7 @@ pub struct Metrics {
     last_calls: Family<CallerLabels, Gauge>,
     memory: memory::Memory,
     denials: denials::Denials,
+    routed: routed::Routed,
 }
 
 impl Default for Metrics {
@@ -195,6 +142,7 @@ impl Metrics {
             buffered.clone(),
         );
         let denials = denials::Denials::register(registry);
+        let routed = routed::Routed::register(registry);
         let refused = Family::default();
         registry.register(
             "connections_refused",
@@ -243,6 +191,7 @@ impl Metrics {
             last_calls,
             memory,
             denials,
+            routed,
         }
     }
 
@@ -273,6 +222,11 @@ impl Metrics {
         self.denials.count(socket, rpc);
     }
 
+    /// Counts a call sent to backend `name` among several, answered `code`.
+    pub fn routed_call(&self, name: &str, code: Code) {
+        self.routed.called(name, code_name(code));
+    }
+
     /// Counts a connection refused by `limit` (`limits.connections`, …).
     pub fn refused_connection(&self, limit: &'static str) {
         self.refused.get_or_create(&LimitLabels { limit }).inc();
@@ -289,7 +243,9 @@ impl Metrics {
     }
 
     /// The text a scrape answers: the counters, and the backends and callers as they are now.
-    pub fn render(&self, backends: &[Arc<Backend>], callers: &Callers, budget: &crate::budget::Budget) -> String {
+    pub fn render(&self, scrape: &Scrape) -> String {
+        let (backends, callers, budget) = (&scrape.backends, &scrape.callers, &scrape.budget);
+        self.routed.refresh(&(scrape.routed)());
         self.buffered.set(i64::try_from(budget.held()).unwrap_or(i64::MAX));
         self.memory.refresh();
         self.backend_info.clear();
@@ -358,6 +314,8 @@ pub struct Scrape {
     pub backends: Vec<Arc<Backend>>,
     pub callers: Arc<Callers>,
     pub budget: crate::budget::Budget,
+    /// Each of several backends as it is now (`backends`; none without it).
+    pub routed: Arc<dyn Fn() -> Vec<RoutedBackend> + Send + Sync>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -450,7 +408,7 @@ async fn answer_scrapes(io: Box<dyn Io>, scrape: Scrape, asked: Arc<AtomicBool>)
         let scrape = scrape.clone();
         async move {
             let response = if request.uri().path() == "/metrics" {
-                let text = scrape.metrics.render(&scrape.backends, &scrape.callers, &scrape.budget);
+                let text = scrape.metrics.render(&scrape);
                 http::Response::builder()
                     .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
                     .body(Full::new(bytes::Bytes::from(text)))
@@ -491,7 +449,10 @@ impl LossObserver for Metrics {
 }
 
 mod denials;
+mod labels;
 mod memory;
+mod routed;
 pub use crate::error::code_name;
+pub use routed::RoutedBackend;
 #[cfg(test)]
 mod tests;

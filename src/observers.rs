@@ -44,6 +44,10 @@ impl Observer for Observers {
         self.metrics.answered(rpc, backend, code, took);
     }
 
+    fn routed(&self, name: &str, code: Code) {
+        self.metrics.routed_call(name, code);
+    }
+
     fn converted(&self, side: Side, took: Duration) {
         self.metrics.converted(side, took);
     }

@@ -176,6 +176,8 @@ pub async fn run_on(
         stop_watchers(watchers, memory).await;
         return Err(RunError::Drivers(conflict));
     }
+    // The forwarder, once made: what the metrics read of several backends.
+    let placed: Arc<std::sync::OnceLock<Arc<Forwarder>>> = Arc::default();
     let metrics = Arc::new(Metrics::new(&config.limits));
     metrics.set_memory_ceiling(&config.limits, config.image_backend.is_some());
     raise_open_files(&config);
@@ -188,7 +190,10 @@ pub async fn run_on(
         Some(listen) => match crate::metrics::Endpoint::bind(listen).await {
             Ok(endpoint) => {
                 tracing::info!(listen = %listen, "serving Prometheus metrics");
+                let (routed, forwarder) = (routed.clone(), placed.clone());
+                let routed_now = Arc::new(move || routed_backends(&routed, forwarder.get()));
                 let scrape = Scrape {
+                    routed: routed_now,
                     metrics: metrics.clone(),
                     backends: endpoints.clone(),
                     callers: callers.clone(),
@@ -238,6 +243,7 @@ pub async fn run_on(
             Arc::new(Control::new(routed.clone(), &config.versions, callers.clone())),
             budget.clone(),
         ));
+        let _ = placed.set(forwarder.clone());
         // Among several backends, who holds what is listed at start and again and again.
         let refresh = (routed.len() > 1).then(|| {
             let forwarder = forwarder.clone();
@@ -375,6 +381,23 @@ async fn same_cgroup_driver(routed: &[Routed]) -> Result<(), String> {
         )),
         None => Ok(()),
     }
+}
+
+/// Each of several backends for a scrape: its name, health and sandboxes (none for one backend).
+fn routed_backends(routed: &[Routed], forwarder: Option<&Arc<Forwarder>>) -> Vec<crate::metrics::RoutedBackend> {
+    if routed.len() < 2 {
+        return Vec::new();
+    }
+    let sandboxes = forwarder.map(|f| f.router_sandboxes()).unwrap_or_default();
+    routed
+        .iter()
+        .enumerate()
+        .map(|(i, r)| crate::metrics::RoutedBackend {
+            name: r.name.clone(),
+            up: r.runtime.health().up,
+            sandboxes: sandboxes.get(i).map_or(0, |(_, n)| *n),
+        })
+        .collect()
 }
 
 /// Every endpoint of every backend: its runtime's, then its image endpoint's when separate.

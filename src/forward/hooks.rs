@@ -26,6 +26,9 @@ pub trait Observer: Send + Sync {
     /// A call was answered with `code` after `took`. `rpc` is `None` for a path that is no CRI
     /// method; `backend` is the version it was forwarded in, when it was.
     fn answered(&self, rpc: Option<Rpc>, backend: Option<CriVersion>, code: Code, took: Duration);
+    /// A call went to backend `name` among several (each backend of a call made of all), and was
+    /// answered `code`.
+    fn routed(&self, name: &str, code: Code);
     /// One message was converted in `side`'s direction, taking `took`.
     fn converted(&self, side: Side, took: Duration);
 }

@@ -1,14 +1,26 @@
 //! The series a scrape answers beside the counts: the process's start time, the build, and the
 //! configured limits, written as the rest (HELP and TYPE lines, `# EOF` at the end).
 
-use super::{unix_now, Metrics};
+use super::{unix_now, Metrics, RoutedBackend, Scrape};
 use crate::budget::Budget;
 use crate::callers::Callers;
 use crate::config::Limits;
+use std::sync::Arc;
+
+/// What a scrape reads: `callers`, several backends as `routed` says, no endpoint.
+fn reading(callers: Callers, routed: fn() -> Vec<RoutedBackend>) -> Scrape {
+    Scrape {
+        metrics: Arc::new(Metrics::default()),
+        backends: Vec::new(),
+        callers: Arc::new(callers),
+        budget: Budget::new(1 << 20, 1 << 20),
+        routed: Arc::new(routed),
+    }
+}
 
 /// A scrape of `metrics` with no backend and no caller.
 fn scrape(metrics: &Metrics) -> String {
-    metrics.render(&[], &Callers::default(), &Budget::new(1 << 20, 1 << 20))
+    metrics.render(&reading(Callers::default(), Vec::new))
 }
 
 /// The value of the sample line written exactly as `series`.
@@ -84,11 +96,30 @@ fn each_executable_says_when_it_last_called_in_each_version() {
     let before = unix_now().floor();
     callers.connected(peer(0)).called(CriVersion::V1alpha2);
     callers.connected(peer(1)).called(CriVersion::V1alpha2);
-    let text = Metrics::default().render(&[], &callers, &Budget::new(1 << 20, 1 << 20));
+    let text = Metrics::default().render(&reading(callers, Vec::new));
     let name = "cri_bridge_caller_last_call_timestamp_seconds";
     assert_described(&text, name, "gauge");
     // Two callers (two uids) of one executable: one series, their latest call.
     let at = value(&text, &format!("{name}{{version=\"v1alpha2\",client=\"crictl\"}}"));
     assert!(at >= before && at <= unix_now(), "{at} against {before}");
     assert!(!text.contains(&format!("{name}{{version=\"v1\"")), "no call in v1:\n{text}");
+}
+
+#[test]
+fn several_backends_show_their_calls_health_and_sandboxes() {
+    let metrics = Metrics::default();
+    metrics.routed_call("docker", tonic::Code::Unavailable);
+    metrics.routed_call("containerd", tonic::Code::Ok);
+    let routed = || {
+        vec![
+            RoutedBackend { name: "docker".into(), up: false, sandboxes: 3 },
+            RoutedBackend { name: "containerd".into(), up: true, sandboxes: 0 },
+        ]
+    };
+    let text = metrics.render(&reading(Callers::default(), routed));
+    assert_described(&text, "cri_bridge_routed_backend_up", "gauge");
+    assert_eq!(value(&text, "cri_bridge_routed_calls_total{backend=\"docker\",code=\"UNAVAILABLE\"}"), 1.0);
+    assert_eq!(value(&text, "cri_bridge_routed_backend_up{backend=\"docker\"}"), 0.0);
+    assert_eq!(value(&text, "cri_bridge_routed_backend_up{backend=\"containerd\"}"), 1.0);
+    assert_eq!(value(&text, "cri_bridge_routed_sandboxes{backend=\"docker\"}"), 3.0);
 }
