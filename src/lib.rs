@@ -15,7 +15,7 @@
 //! 4. I/O mechanics: [`node`], [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
 //! 5. What a call means: [`forward`]
 //! 6. Observers and cri-bridge's own calls: [`callers`], [`metrics`], [`observers`], [`control`]
-//! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`]
+//! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`], [`holdings`]
 //!
 //! Why these floors:
 //! 1. The generated types and schemas of the three versions, and the `CriVersion` enum.
@@ -45,7 +45,8 @@
 //! 7. [`memory`]: an in-memory CRI runtime serving any version (tests, the quick start): a
 //!    runtime like any other, which nothing below names. [`systemd`]: readiness, watchdog,
 //!    stopping. [`reload`]: `SIGHUP` re-reads the config. [`run`]: wiring it all together until
-//!    shutdown. [`probe`]: `cri-bridge probe`.
+//!    shutdown. [`probe`]: `cri-bridge probe`. [`holdings`]: `cri-bridge backends`, what each backend
+//!    holds.
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
 #![forbid(unsafe_code)]
@@ -63,6 +64,7 @@ pub mod forward;
 pub mod front_door;
 pub mod frontend;
 pub mod grpc;
+pub mod holdings;
 pub mod http2;
 pub mod memory;
 pub mod metrics;

@@ -43,6 +43,16 @@ enum Command {
     /// cri-bridge's own socket, also the bridge and the runtime behind it. Exits 0 when all
     /// answer, 1 when the socket does not, 2 when cri-bridge answers but its runtime does not.
     Probe { socket: PathBuf },
+    /// What each backend of a config holds: sandboxes and containers, with pod names, asked of
+    /// each runtime directly (to know when the runtime a node moves off is empty).
+    Backends {
+        /// The config file (`backends`; without it, the one `backend`).
+        #[arg(long, default_value = "/etc/cri-bridge/config.yaml")]
+        config: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Who has called the running cri-bridge, in which CRI versions (the migration report).
     Callers {
         /// cri-bridge's socket.
@@ -118,6 +128,18 @@ fn main() -> ExitCode {
                     failed => failed,
                 },
                 Err(e) => fail(e),
+            }
+        }
+        Command::Backends { config, json } => {
+            let config = match Config::load(&config) {
+                Ok(config) => config,
+                Err(e) => return fail(e),
+            };
+            let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            let held = runtime.block_on(cri_bridge::holdings::holdings(&config));
+            match json {
+                true => report(&format!("{}\n", serde_json::to_string_pretty(&held).expect("JSON"))),
+                false => report(&cri_bridge::holdings::table(&held)),
             }
         }
         Command::Callers { socket, json } => {

@@ -330,3 +330,46 @@ async fn backends_of_two_cgroup_drivers_do_not_start() {
     containerd.stop().await;
     docker.stop().await;
 }
+
+/// The config file an operator writes for two backends.
+fn yaml(dir: &TempDir, handler_backend: &str) -> std::path::PathBuf {
+    let text = format!(
+        "listen:\n  path: {bridge}\nbackends:\n  - name: docker\n    endpoint: unix://{docker}\n  - name: containerd\n    \
+         endpoint: unix://{containerd}\nroutes:\n  default: containerd\n  handlers:\n    docker: {{ backend: {handler_backend}, handler: \"\" }}\n",
+        bridge = dir.path("bridge.sock").display(),
+        docker = dir.path("docker.sock").display(),
+        containerd = dir.path("containerd.sock").display(),
+    );
+    let path = dir.path(&format!("config-{handler_backend}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn the_operator_sees_what_each_backend_holds_and_a_bad_route_is_named() {
+    let node = Node::start("routing-cli").await;
+    let mut client = node.client();
+    run_pod(&mut client, "old", "docker").await.unwrap();
+    let cli = env!("CARGO_BIN_EXE_cri-bridge");
+    let config = yaml(&node.dir, "docker");
+    let checked = std::process::Command::new(cli).args(["check-config"]).arg(&config).output().unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    let shown = tokio::process::Command::new(cli).args(["backends", "--config"]).arg(&config).output().await.unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{shown:?}");
+    // docker holds the old pod (under its own id), containerd nothing yet.
+    let (docker, containerd) = text.split_once("backend containerd").expect(&text);
+    assert!(docker.contains("default/old") && docker.contains("CRI v1alpha2"), "{text}");
+    assert!(containerd.contains("no sandbox"), "{text}");
+
+    // A handler routed to a backend that does not exist is named by check-config.
+    let bad = yaml(&node.dir, "cri-o");
+    let checked = std::process::Command::new(cli).args(["check-config"]).arg(&bad).output().unwrap();
+    let error = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success(), "{error}");
+    assert!(
+        error.contains("routes.handlers") && error.contains("\"docker\"") && error.contains("\"cri-o\""),
+        "{error}"
+    );
+    node.bridge.stop().await;
+}

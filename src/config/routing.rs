@@ -156,3 +156,50 @@ pub(super) fn read_routing(
     }
     Ok(Some(Routing { backends: read, default, handlers }))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn refused(text: &str) -> String {
+        Config::parse(text).expect_err("refused").to_string()
+    }
+
+    const TWO: &str = "backends:\n  - name: docker\n    endpoint: unix:///run/d.sock\n  - name: containerd\n    endpoint: unix:///run/c.sock\n";
+
+    #[test]
+    fn several_backends_load_with_the_default_as_the_backend() {
+        let config = Config::parse(&format!(
+            "{TWO}routes:\n  default: containerd\n  handlers:\n    kata: {{ backend: containerd }}\n"
+        ))
+        .unwrap();
+        let routing = config.routing.as_ref().unwrap();
+        assert_eq!(routing.route(""), Some((1, "")));
+        assert_eq!(routing.route("kata"), Some((1, "kata")));
+        assert_eq!(routing.route("gvisor"), None);
+        assert_eq!(config.backend.to_string(), "unix:///run/c.sock");
+        // One backend in `backends` is the default without saying so.
+        let one = Config::parse("backends:\n  - name: docker\n    endpoint: unix:///run/d.sock\n").unwrap();
+        assert_eq!(one.routing.unwrap().default, 0);
+    }
+
+    #[test]
+    fn every_mistake_is_named() {
+        assert!(refused(&format!("{TWO}")).contains("routes.default"));
+        assert!(refused(&format!("{TWO}routes:\n  default: crio\n")).contains("\"crio\""));
+        let both = format!("backend:\n  endpoint: unix:///run/x.sock\n{TWO}routes:\n  default: docker\n");
+        assert!(refused(&both).contains("not both"));
+        assert!(refused("routes:\n  default: x\n").contains("routes need `backends`"));
+        let twice =
+            "backends:\n  - name: a\n    endpoint: unix:///run/a.sock\n  - name: a\n    endpoint: unix:///run/b.sock\n";
+        assert!(refused(twice).contains("named twice"));
+        let same =
+            "backends:\n  - name: a\n    endpoint: unix:///run/a.sock\n  - name: b\n    endpoint: unix:///run/a.sock\n";
+        assert!(refused(same).contains("two backends"));
+        assert!(refused("backends:\n  - name: Docker!\n    endpoint: unix:///run/a.sock\n").contains("backends.name"));
+        let empty_handler = format!("{TWO}routes:\n  default: docker\n  handlers:\n    \"\": {{ backend: docker }}\n");
+        assert!(refused(&empty_handler).contains("routes.default"));
+        let listen = format!("listen:\n  path: /run/d.sock\n{TWO}routes:\n  default: docker\n");
+        assert!(refused(&listen).contains("listen.path"));
+    }
+}
