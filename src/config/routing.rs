@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn every_mistake_is_named() {
-        assert!(refused(&format!("{TWO}")).contains("routes.default"));
+        assert!(refused(TWO).contains("routes.default"));
         assert!(refused(&format!("{TWO}routes:\n  default: crio\n")).contains("\"crio\""));
         let both = format!("backend:\n  endpoint: unix:///run/x.sock\n{TWO}routes:\n  default: docker\n");
         assert!(refused(&both).contains("not both"));
