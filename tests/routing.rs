@@ -277,6 +277,17 @@ async fn one_backend_down_fails_its_calls_and_lists_by_name_and_recovers() {
     assert!(away.message().contains("\"docker\""), "{away:?}");
     client.container_status(status(&new_container)).await.unwrap();
     run_pod(&mut client, "newer", "").await.unwrap();
+    // Status: not ready, naming the backend away; ImageFsInfo: the default's file system alone
+    // (the kubelet and crictl ask it when they connect).
+    let ready = client.status(v1::StatusRequest { verbose: false }).await.unwrap().into_inner();
+    let runtime = ready.status.unwrap().conditions.into_iter().find(|c| c.r#type == "RuntimeReady").unwrap();
+    assert!(!runtime.status && runtime.reason == "BackendUnreachable", "{runtime:?}");
+    assert!(runtime.message.contains("\"docker\""), "{runtime:?}");
+    let mut images = Images::new(channel(&node.bridge.socket));
+    let fs = images.image_fs_info(v1::ImageFsInfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(fs.image_filesystems.len(), 1, "{fs:?}");
+    let listed = images.list_images(v1::ListImagesRequest::default()).await.unwrap_err();
+    assert_eq!(listed.code(), Code::Unavailable, "{listed:?}");
     let version = client.version(v1::VersionRequest::default()).await.unwrap().into_inner();
     assert_eq!(version.version, "0.1.0");
 

@@ -59,10 +59,17 @@ impl Forwarder {
         answer: &mut Answer,
     ) -> Result<Code, Failure> {
         let order = self.router.as_ref().map(|r| r.order()).unwrap_or_else(|| vec![0]);
+        let rpc = call.method.rpc;
         let opened = futures_util::future::join_all(order.iter().map(|&index| self.open_leg(&call, index)));
-        let mut legs = Vec::new();
-        for leg in answer.unless_gone(opened).await? {
-            legs.push(leg?);
+        let (mut legs, mut away) = (Vec::new(), Vec::new());
+        for (&index, leg) in order.iter().zip(answer.unless_gone(opened).await?) {
+            match leg {
+                Ok(leg) => legs.push(leg),
+                Err(Failure::Status(status)) if self.tolerated(way, rpc.info.method, index, &status) => {
+                    away.push((index, status))
+                }
+                Err(failure) => return Err(failure),
+            }
         }
         if way == Way::Events {
             return self.merge_events(&call, legs, answer).await;
@@ -71,31 +78,47 @@ impl Forwarder {
         let collected = futures_util::future::join_all(legs.iter_mut().map(|leg| self.drain(&call, leg)));
         let mut answers = Vec::new();
         for (&index, messages) in indices.iter().zip(answer.unless_gone(collected).await?) {
-            let messages = match (messages, way, call.method.rpc.info.method) {
+            let messages = match (messages, way, rpc.info.method) {
                 (Ok(messages), _, _) => messages,
                 // An image one backend lacks is removed there already.
                 (Err(status), Way::Every, "RemoveImage") if status.code() == Code::NotFound => Vec::new(),
-                (Err(status), _, _) => return Err(self.named(index, status).into()),
+                (Err(status), _, _) => {
+                    let status = self.named(index, status);
+                    if !self.tolerated(way, rpc.info.method, index, &status) {
+                        return Err(status.into());
+                    }
+                    away.push((index, status));
+                    continue;
+                }
             };
             answers.push((index, messages));
         }
-        let rpc = call.method.rpc;
+        for (index, status) in &away {
+            tracing::warn!(rpc = %rpc.path(), backend = %self.backends[*index].name, "left out: {}", status.message());
+            if way == Way::Status {
+                answers.push((*index, vec![merge::unreachable_status(status.message()).into()]));
+            }
+        }
         let merged: Vec<Bytes> = match way {
             Way::Status => {
-                let names: Vec<(&str, &[u8])> = answers
-                    .iter()
-                    .map(|(index, messages)| {
-                        (self.backends[*index].name.as_str(), messages.first().map_or(&[][..], |m| &m[..]))
-                    })
-                    .collect();
+                // By backend index, as the routing table names them.
+                let mut by_index: Vec<(&str, &[u8])> =
+                    self.backends.iter().map(|b| (b.name.as_str(), &[][..])).collect();
+                for (index, messages) in &answers {
+                    if let (Some(slot), Some(message)) = (by_index.get_mut(*index), messages.first()) {
+                        slot.1 = message;
+                    }
+                }
                 let router = self.router.as_ref();
                 let served = router.map(|r| r.served()).unwrap_or_default();
-                let merged = merge::status(&names, 0, &served, rpc.version).map_err(|e| Error::BadResponse {
-                    rpc: rpc.name(),
-                    version: rpc.version,
-                    message: rpc.info.response,
-                    detail: e.to_string(),
-                })?;
+                let default = router.map_or(0, |r| r.table.default);
+                let merged =
+                    merge::status(&by_index, default, &served, rpc.version).map_err(|e| Error::BadResponse {
+                        rpc: rpc.name(),
+                        version: rpc.version,
+                        message: rpc.info.response,
+                        detail: e.to_string(),
+                    })?;
                 vec![merged.into()]
             }
             Way::Every => vec![answers.into_iter().find_map(|(_, m)| m.into_iter().next()).unwrap_or_default()],
@@ -113,6 +136,20 @@ impl Forwarder {
             }
         };
         Ok(answer_all(answer, merged).await?)
+    }
+
+    /// Whether a backend's failure leaves the call answered by the others: `Status` (the backend
+    /// away becomes `RuntimeReady` false, naming it), and `ImageFsInfo` of a backend other than
+    /// the default when it is away (no list of pods: the kubelet and crictl ask it when they
+    /// connect, and the default's file system is the one the kubelet reads first).
+    fn tolerated(&self, way: Way, method: &str, index: usize, status: &Status) -> bool {
+        let default = self.router.as_ref().map_or(0, |r| r.table.default);
+        let away = status.code() == Code::Unavailable;
+        match (way, method) {
+            (Way::Status, _) => away,
+            (_, "ImageFsInfo") => away && index != default,
+            _ => false,
+        }
     }
 
     /// `status` as the caller sees it: the backend named.

@@ -93,6 +93,18 @@ pub fn status(
     Ok(merged.encode_to_vec())
 }
 
+/// The `Status` of a backend that cannot be reached: not ready, saying why.
+pub fn unreachable_status(why: &str) -> Vec<u8> {
+    let condition = v1::RuntimeCondition {
+        r#type: "RuntimeReady".into(),
+        status: false,
+        reason: "BackendUnreachable".into(),
+        message: why.into(),
+    };
+    v1::StatusResponse { status: Some(v1::RuntimeStatus { conditions: vec![condition] }), ..Default::default() }
+        .encode_to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
