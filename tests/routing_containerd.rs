@@ -145,8 +145,8 @@ async fn pods_run_on_two_real_containerds_by_handler_and_one_going_away_is_named
     let on_new = crictl.ok(&["runp", &json_file(&dir, "a.json", &pod_json("a", &new.pod_logs))]).await;
     let on_old =
         crictl.ok(&["runp", "--runtime", "old", &json_file(&dir, "b.json", &pod_json("b", &old.pod_logs))]).await;
-    assert_eq!(pod_ids_new(&new).await, [on_new.clone()]);
-    assert_eq!(pod_ids_old(&old).await, [on_old.clone()]);
+    assert_eq!(pod_ids_new(&new).await, std::slice::from_ref(&on_new));
+    assert_eq!(pod_ids_old(&old).await, std::slice::from_ref(&on_old));
     let refused =
         crictl.fails(&["runp", "--runtime", "gvisor", &json_file(&dir, "c.json", &pod_json("c", &new.pod_logs))]).await;
     assert!(refused.contains("gvisor") && refused.contains("routes.handlers"), "{refused}");
