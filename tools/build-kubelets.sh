@@ -6,7 +6,7 @@
 # With no argument it builds every version in VERSIONS below. For each VERSION it writes
 #
 #   target/peers/kubernetes-VERSION/kubelet
-#   target/peers/kubernetes-VERSION/kubeadm
+#   target/peers/kubernetes-VERSION/kubeadm   (not for 1.22: its kubelet only)
 #
 # and skips a binary that is already there and reports VERSION. Idempotent: a rerun builds only
 # what is missing. Go's module and build caches stay where Go keeps them by default
@@ -28,14 +28,19 @@
 # iptables), so the kubelet takes its "No iptables support on this system" path, as on a host
 # with nftables only. It creates no iptables chain then; nothing the tests run needs one.
 #
-# Environment: GO (default /usr/local/go/bin/go, else `go` on the PATH).
+# Kubernetes 1.22 is built with Go 1.19 (Debian bookworm's golang-1.19-go, /usr/lib/go-1.19),
+# kubelet only, and with github.com/modern-go/reflect2 raised from v1.0.1 to v1.0.2: v1.0.1
+# crashes under Go 1.18 and later.
+#
+# Environment: GO (default /usr/local/go/bin/go, else `go` on the PATH); GO_1_19 (default
+# /usr/lib/go-1.19/bin/go), the Go that builds Kubernetes 1.22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-# The versions tests/kubelet.rs runs: the newest served pre-release, the newest release, and the
-# newest 1.34 patch release.
-VERSIONS=(1.38.0-beta.0 1.37.2 1.34.4)
+# The versions tests/kubelet.rs runs: the newest served pre-release, the newest release, the
+# newest 1.34 patch release; and the last 1.22 release (kubelet only).
+VERSIONS=(1.38.0-beta.0 1.37.2 1.34.4 1.22.17)
 
 # Go toolchain per version, when the one installed is too old for that version's go.mod; the go
 # command downloads it from the module proxy (GOTOOLCHAIN).
@@ -43,6 +48,29 @@ toolchain_for() {
   case "$1" in
     1.38.*) echo go1.27.3 ;;
     *) echo local ;;
+  esac
+}
+
+# The Go command per version: $GO, except for 1.22 (Go 1.19, which knows no GOTOOLCHAIN).
+go_for() {
+  case "$1" in
+    1.22.*) echo "${GO_1_19:-/usr/lib/go-1.19/bin/go}" ;;
+    *) echo "$GO" ;;
+  esac
+}
+
+# The commands built per version.
+commands_for() {
+  case "$1" in
+    1.22.*) echo kubelet ;;
+    *) echo kubelet kubeadm ;;
+  esac
+}
+
+# Modules the scratch module requires at a higher version than Kubernetes' go.mod does.
+raised_requires_for() {
+  case "$1" in
+    1.22.*) echo "github.com/modern-go/reflect2 v1.0.2" ;;
   esac
 }
 
@@ -74,14 +102,28 @@ build_version() {
   local version=$1
   local out=$peers/kubernetes-$version
   local src=$peers/src/kubernetes-$version
-  local toolchain
+  local toolchain go cmds cmd built=1
   toolchain=$(toolchain_for "$version")
+  go=$(go_for "$version")
+  read -r -a cmds <<<"$(commands_for "$version")"
 
-  if reports_version "$out/kubelet" "$version" && reports_version "$out/kubeadm" "$version"; then
-    echo "kubernetes $version: kubelet and kubeadm already built in $out"
+  for cmd in "${cmds[@]}"; do
+    reports_version "$out/$cmd" "$version" || built=0
+  done
+  if [ "$built" = 1 ]; then
+    echo "kubernetes $version: $(sed 's/ / and /g' <<<"${cmds[*]}") already built in $out"
     return 0
   fi
-  echo "kubernetes $version: building into $out (GOTOOLCHAIN=$toolchain)"
+  case "$version" in
+    1.22.*)
+      [ -x "$go" ] ||
+        fail "kubernetes $version: needs Go 1.19, and $go is missing: apt-get install golang-1.19-go (Debian bookworm), or set GO_1_19=/path/to/go1.19/bin/go"
+      "$go" version 2>/dev/null | grep -q ' go1\.19[. ]' ||
+        fail "kubernetes $version: needs Go 1.19, and $go is $("$go" version 2>&1 | head -n 1): apt-get install golang-1.19-go, or set GO_1_19=/path/to/go1.19/bin/go"
+      echo "kubernetes $version: building into $out ($("$go" version))"
+      ;;
+    *) echo "kubernetes $version: building into $out (GOTOOLCHAIN=$toolchain)" ;;
+  esac
   local start=$SECONDS
 
   # -mod=mod: the scratch module's go.mod and go.sum are completed by the build itself. No VCS
@@ -94,7 +136,7 @@ build_version() {
 
   # k8s.io/kubernetes's own go.mod, from the module proxy into the module cache.
   local download gomod
-  download=$(cd "$peers/src" && "$GO" mod download -json "k8s.io/kubernetes@v$version" 2>&1) ||
+  download=$(cd "$peers/src" && "$go" mod download -json "k8s.io/kubernetes@v$version" 2>&1) ||
     fail "kubernetes $version: go mod download k8s.io/kubernetes@v$version: $(
       sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$download")"
   gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$download")
@@ -117,6 +159,15 @@ build_version() {
     echo "go $go_directive"
     echo
     echo "require k8s.io/kubernetes v$version"
+    local raised
+    raised=$(raised_requires_for "$version")
+    if [ -n "$raised" ]; then
+      echo
+      echo "// Raised above what k8s.io/kubernetes v$version requires."
+      echo "require ("
+      sed 's/^/	/' <<<"$raised"
+      echo ")"
+    fi
     echo
     echo "replace ("
     local m
@@ -135,14 +186,13 @@ build_version() {
   ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
 
   mkdir -p "$out"
-  local cmd
-  for cmd in kubelet kubeadm; do
+  for cmd in "${cmds[@]}"; do
     if reports_version "$out/$cmd" "$version"; then
       echo "kubernetes $version: $cmd already built"
       continue
     fi
     echo "kubernetes $version: go build k8s.io/kubernetes/cmd/$cmd"
-    (cd "$src" && "$GO" build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") ||
+    (cd "$src" && "$go" build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") ||
       fail "kubernetes $version: go build k8s.io/kubernetes/cmd/$cmd (in $src)"
     mv -f "$out/$cmd.tmp" "$out/$cmd"
     reports_version "$out/$cmd" "$version" ||
