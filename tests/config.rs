@@ -447,3 +447,24 @@ brownout:
     assert!(invalid("listen:\n  versions: [v1]\nbrownout:\n  v1alpha2: deny\n", "brownout").contains("not served"));
     assert!(error("endpoints:\n  - path: /run/x.sock\n    policy: images\n    colour: red\n").contains("colour"));
 }
+
+#[test]
+fn the_examples_backends_and_routes_load_as_written() {
+    // The commented example, uncommented, on its own (it replaces `backend`).
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    let start = text.find("# backends:").expect("config.example.yaml shows `backends`");
+    let block: String = text[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .filter(|l| !l.trim_start_matches('#').trim_start().starts_with(|c: char| c.is_ascii_uppercase()))
+        .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or("")))
+        .collect();
+    let config = Config::parse(&block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
+    let routing = config.routing.expect("backends");
+    let names: Vec<_> = routing.backends.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["docker", "containerd"]);
+    assert_eq!(routing.route("docker"), Some((0, "")));
+    assert_eq!(routing.route("runc"), Some((1, "runc")));
+    assert_eq!(routing.route(""), Some((1, "")));
+    assert_eq!(config.backend, Endpoint::Unix("/run/containerd/containerd.sock".into()));
+}
