@@ -181,7 +181,7 @@ impl Forwarder {
         metadata.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
         metadata.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
         // Among several backends: the one the call goes to, or every one.
-        let (target, frame) = match self.route(rpc, &message, session).await? {
+        let (target, frame) = match self.route(method, &message, session).await? {
             Target::One(target, None) => (target, frame),
             Target::One(target, Some(renamed)) => (target, message::frame(&renamed)),
             Target::Every(way) => {

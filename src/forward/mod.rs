@@ -71,6 +71,8 @@ struct Plan {
 struct Method {
     rpc: Rpc,
     plans: Vec<Plan>,
+    /// Where it goes among several backends.
+    route: crate::routing::MethodRoute,
 }
 
 impl Method {
@@ -128,7 +130,8 @@ impl Forwarder {
             for info in schema.rpcs {
                 let rpc = Rpc { version: frontend, info };
                 let plans = CriVersion::NEWEST_FIRST.iter().map(|&backend| plan(rpc, backend)).collect();
-                methods.insert(rpc.path(), Arc::new(Method { rpc, plans }));
+                let route = crate::routing::MethodRoute::of(frontend, info);
+                methods.insert(rpc.path(), Arc::new(Method { rpc, plans, route }));
             }
         }
         let router = config.routing.clone().filter(|_| backends.len() > 1).map(owners::Router::new);

@@ -6,12 +6,12 @@
 //! `ContainerStatus` of the id, asked of every backend on the caller's own connections. A
 //! restart of cri-bridge needs nothing; ids are never rewritten.
 
-use super::{Forwarder, Session};
+use super::{Forwarder, Method, Session};
 use crate::access::pod::Owner;
 use crate::api::v1;
 use crate::error::Error;
 use crate::grpc::Rpc;
-use crate::routing::{request, way_of, Way};
+use crate::routing::{request, Way};
 use prost::Message;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -30,14 +30,14 @@ pub(super) enum Target {
 
 impl Forwarder {
     /// Where a call of `rpc` with `request` goes; one backend: there, with nothing read.
-    pub(super) async fn route(&self, rpc: Rpc, request: &[u8], session: &Session) -> Result<Target, Error> {
+    pub(super) async fn route(&self, method: &Method, request: &[u8], session: &Session) -> Result<Target, Error> {
         let Some(router) = &self.router else {
             return Ok(Target::One(0, None));
         };
-        let names = crate::access::pod::owner(rpc.version, rpc.info, request);
+        let (rpc, route) = (method.rpc, method.route);
         let default = router.table.default;
         let one = |backend| Ok(Target::One(backend, None));
-        match way_of(rpc.info.method, names != Owner::Nothing) {
+        match route.way {
             Way::Default => one(default),
             Way::Handler => {
                 let handler = request::runtime_handler(rpc.version, request);
@@ -52,7 +52,10 @@ impl Forwarder {
                 let renamed = (there != handler).then(|| request::with_runtime_handler(rpc.version, request, there));
                 Ok(Target::One(backend, renamed.flatten()))
             }
-            Way::Owner => self.owner_of(rpc, &names, session).await.map(|b| Target::One(b.unwrap_or(default), None)),
+            Way::Owner => {
+                let names = route.named(request);
+                self.owner_of(rpc, &names, session).await.map(|b| Target::One(b.unwrap_or(default), None))
+            }
             Way::Merge => match request::filtered_to(rpc.version, rpc.info, request) {
                 Owner::Nothing => Ok(Target::Every(Way::Merge)),
                 // A list by an id no backend holds lists nothing: every backend says so.

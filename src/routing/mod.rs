@@ -31,6 +31,43 @@ pub enum Way {
     Image,
 }
 
+/// Where an RPC's request names its sandbox or container: the top-level field's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdField {
+    Container(u32),
+    Sandbox(u32),
+}
+
+/// How one RPC of one version is routed, worked out once at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodRoute {
+    pub way: Way,
+    pub id: Option<IdField>,
+}
+
+impl MethodRoute {
+    /// `rpc` of `version`: its way, and the field that names its sandbox or container
+    /// (`container_id`, else `pod_sandbox_id`, as `crate::access::pod::owner` reads them).
+    pub fn of(version: crate::version::CriVersion, rpc: &crate::api::RpcInfo) -> MethodRoute {
+        let schema = version.schema();
+        let field = |name: &str| schema.field_by_name(&format!("{}.{name}", rpc.request)).map(|(_, f)| f.number);
+        let id =
+            field("container_id").map(IdField::Container).or_else(|| field("pod_sandbox_id").map(IdField::Sandbox));
+        MethodRoute { way: way_of(rpc.method, id.is_some()), id }
+    }
+
+    /// What `request` names (an empty id is still a name, one that no backend holds).
+    pub fn named(&self, request: &[u8]) -> crate::access::pod::Owner {
+        use crate::access::pod::Owner;
+        let read = |number| crate::convert::wire::string_field(request, number).unwrap_or_default();
+        match self.id {
+            Some(IdField::Container(number)) => Owner::Container(read(number)),
+            Some(IdField::Sandbox(number)) => Owner::Sandbox(read(number)),
+            None => Owner::Nothing,
+        }
+    }
+}
+
 /// The way of `method`; `names_id` says whether its request names a sandbox or container.
 pub fn way_of(method: &str, names_id: bool) -> Way {
     match method {
@@ -63,6 +100,12 @@ mod tests {
                 }
             }
         }
+        let status = crate::version::CriVersion::V1.schema().rpc("RuntimeService", "ContainerStatus").unwrap();
+        let route = MethodRoute::of(crate::version::CriVersion::V1, status);
+        assert_eq!(route, MethodRoute { way: Way::Owner, id: Some(IdField::Container(1)) });
+        let request = crate::api::v1::ContainerStatusRequest { container_id: "c1".into(), verbose: true };
+        let named = route.named(&prost::Message::encode_to_vec(&request));
+        assert_eq!(named, crate::access::pod::Owner::Container("c1".into()));
         assert_eq!(way_of("ListContainers", false), Way::Merge);
         assert_eq!(way_of("StreamPodSandboxMetrics", false), Way::Merge);
         assert_eq!(way_of("ContainerStatus", true), Way::Owner);
