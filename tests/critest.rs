@@ -4,6 +4,9 @@
 //! fresh containerd of the same build; over containerd 1.4.13 (v1alpha2 only, so no native run of
 //! a v1 suite) it runs through cri-bridge alone.
 //!
+//! Then critest through cri-bridge with two backends (containerd 2.4.2 the default, 1.7.24 beside
+//! it) against critest through cri-bridge over 2.4.2 alone: the same, test by test (issue 42).
+//!
 //! Each test's result comes from critest's ginkgo JSON report. Through cri-bridge every test must
 //! end as it did natively, or better (FAIL → PASS, SKIP → PASS, FAIL → SKIP): a test that passed
 //! natively and fails or is skipped through cri-bridge, or one skipped natively that fails through
@@ -221,6 +224,71 @@ fn parse_report(text: &str) -> BTreeMap<String, (Outcome, String)> {
         results.insert(name.join(" "), (outcome, why.chars().take(160).collect()));
     }
     results
+}
+
+/// critest through cri-bridge with two backends (issue 42): containerd 2.4.2 the default, where
+/// every critest pod lands (critest names no RuntimeClass handler), and containerd 1.7.24 beside
+/// it with images of its own and a handler `old` routed to it; against critest through cri-bridge
+/// over 2.4.2 alone, in the same test: every test ends the same or better. Every list, `Status`,
+/// the events and the image lists are the two backends' merged.
+async fn critest_two_backends(focus: Option<&str>) -> Run {
+    use cri_bridge::config::{Endpoint, HandlerRoute, NamedBackend, Routing};
+    let default = containerd_for_critest(Build::V2_4).await;
+    let other = Containerd::start_build(Build::V1_7).await;
+    let dir = TempDir::new("critest-routed");
+    let named = |name: &str, socket: &Path| NamedBackend {
+        name: name.into(),
+        endpoint: Endpoint::Unix(socket.to_path_buf()),
+        image_endpoint: None,
+        version: None,
+        revision: None,
+        image_revision: None,
+    };
+    let routing = Routing {
+        backends: vec![named("containerd-1-7", &other.socket), named("containerd-2-4", &default.socket)],
+        default: 1,
+        handlers: vec![HandlerRoute { handler: "old".into(), backend: 0, as_handler: String::new() }],
+    };
+    let config = cri_bridge::config::Config { routing: Some(routing), ..common::config(&dir, &default.socket, None) };
+    let bridge = Bridge::start(config).await;
+    let label = format!("two-backends{}", if focus.is_some() { "-again" } else { "" });
+    let run = run_critest(&bridge.socket, &label, &[], focus).await;
+    bridge.stop().await;
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn critest_through_two_backends_as_through_the_default_alone() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (alone, _) = critest_over(Build::V2_4, true, &[], None).await;
+    let two = critest_two_backends(None).await;
+    let worse: Vec<String> = alone
+        .results
+        .iter()
+        .filter(|(name, (a, _))| two.results.get(*name).is_some_and(|(b, _)| b < a))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let mut reruns: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+    if worse.len() <= MAX_RERUN_TESTS {
+        for name in worse {
+            for _ in 0..RERUNS {
+                let again = critest_two_backends(Some(&exactly(&name))).await;
+                reruns
+                    .entry(name.clone())
+                    .or_default()
+                    .push(again.results.get(&name).map_or(Outcome::Failed, |(o, _)| *o));
+            }
+        }
+    }
+    let label = "2.4.2 through cri-bridge alone (\"native\") and with 1.7.24 beside it (\"through\")";
+    let (table, failures) = compare(label, &alone, &two, &reruns, "**worse with two backends**");
+    println!("{table}");
+    assert!(
+        failures.is_empty(),
+        "critest through two backends: {} test(s) worse than through the default alone:\n{}\n{table}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Why `name` may differ from `native` to `through` over `runtime`, if it is known.

@@ -384,3 +384,24 @@ async fn the_operator_sees_what_each_backend_holds_and_a_bad_route_is_named() {
     );
     node.bridge.stop().await;
 }
+
+#[tokio::test]
+async fn a_merged_answer_over_max_message_size_is_refused_naming_it() {
+    let dir = TempDir::new("routing-limit");
+    let containerd = Runtime::start(&dir.path("containerd.sock"), &[V1]).await;
+    let docker = Runtime::start(&dir.path("docker.sock"), &[V1alpha2]).await;
+    common::fill(&containerd, 8).await;
+    common::fill(&docker, 8).await;
+    let bridge = Bridge::start(Config { max_message_size: 4096, ..two_backends(&dir) }).await;
+    let mut client = Client::new(channel(&bridge.socket));
+    // Each backend's list fits; the two merged do not: refused, never cut.
+    let direct = containerd.memory.list_containers(v1::ListContainersRequest::default()).unwrap();
+    let one = prost::Message::encoded_len(&direct);
+    assert!(one < 4096 && 2 * one > 4096, "{one} bytes for each backend");
+    let refused = client.list_containers(v1::ListContainersRequest::default()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_message_size"), "{refused:?}");
+    bridge.stop().await;
+    containerd.stop().await;
+    docker.stop().await;
+}

@@ -5,6 +5,9 @@
 //! - `passthrough v1->v1`: the cri-bridge binary in front of that runtime;
 //! - `translating v1->v1alpha2`: the cri-bridge binary in front of an in-memory runtime that
 //!   serves only v1alpha2, the client still speaking v1;
+//! - `passthrough v1->v1, two backends`: cri-bridge with `backends` (issue 42): that v1 runtime as
+//!   the default and a second in-memory runtime with no container beside it; its baseline is the
+//!   one-backend `passthrough`, so its ratio is what routing keeps of one backend's calls;
 //! - `direct v1alpha2`: that v1alpha2 runtime asked directly, the baseline of `translating`;
 //! - `socat v1`: `socat UNIX-LISTEN:…,fork UNIX-CONNECT:…` in front of the v1 runtime, the
 //!   floor any L4 relay costs (skipped, saying so, if socat is not installed);

@@ -32,13 +32,18 @@ pub struct Setup {
 }
 
 fn start_runtime(dir: &Path, version: CriVersion) -> (Child, PathBuf) {
-    let socket = dir.join(format!("runtime-{}.sock", version.as_str()));
+    start_runtime_named(dir, version, "", CONTAINERS)
+}
+
+/// An in-memory runtime of `version` holding `containers`, on `runtime-<version><name>.sock`.
+fn start_runtime_named(dir: &Path, version: CriVersion, name: &str, containers: usize) -> (Child, PathBuf) {
+    let socket = dir.join(format!("runtime-{}{name}.sock", version.as_str()));
     let envs = [
         (SOCKET_ENV, socket.display().to_string()),
         (VERSION_ENV, version.as_str().to_string()),
-        (CONTAINERS_ENV, CONTAINERS.to_string()),
+        (CONTAINERS_ENV, containers.to_string()),
     ];
-    let mut child = Child::runtime(&format!("in-memory runtime {}", version.as_str()), &envs);
+    let mut child = Child::runtime(&format!("in-memory runtime {}{name}", version.as_str()), &envs);
     child.wait_for_socket(&socket);
     (child, socket)
 }
@@ -72,6 +77,17 @@ fn start_bridge_binary(
     args.extend(extra.iter().map(|a| a.to_string()));
     let log = dir.join(format!("{label}.log"));
     let mut child = Child::guarded(&format!("cri-bridge {label}"), binary, &args, &log);
+    child.wait_for_socket(&socket);
+    (child, socket)
+}
+
+/// cri-bridge listening on `dir/<label>.sock` with the backends its config (`args`) names.
+fn start_bridge_routed(binary: &str, dir: &Path, label: &str, args: &[&str]) -> (Child, PathBuf) {
+    let socket = dir.join(format!("{label}.sock"));
+    let mut all = vec!["serve".to_string(), "--listen".into(), socket.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let log = dir.join(format!("{label}.log"));
+    let mut child = Child::guarded(&format!("cri-bridge {label}"), binary, &all, &log);
     child.wait_for_socket(&socket);
     (child, socket)
 }
@@ -162,12 +178,28 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
     let (v1_pid, v1alpha2_pid) = (Some(v1_runtime.pid), Some(v1alpha2_runtime.pid));
 
     let direct_v1 = add(peer("direct v1", v1_socket.clone(), None, None, v1_pid));
-    add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
+    let one_backend =
+        add(peer("passthrough v1->v1", passthrough_socket, Some(direct_v1), Some(passthrough.pid), v1_pid));
     if config_args.is_empty() {
-        eprintln!("LOAD_BRIDGE_BIN is set: no read-only socket is measured");
+        eprintln!("LOAD_BRIDGE_BIN is set: no read-only socket and no second backend are measured");
     } else {
         let read_only = peer("passthrough v1->v1, read-only socket", read_only_socket, Some(direct_v1), None, v1_pid);
         add(Peer { proxy: Some(passthrough.pid), ..read_only });
+        // Two backends (issue 42): the same runtime as the default, a second one beside it that
+        // holds no container (as the old runtime at the end of a move); compared with the one
+        // backend above. Version goes to the default; ListContainers to both, merged.
+        let (second, second_socket) = start_runtime_named(&dir.0, CriVersion::V1, "-second", 0);
+        let routed_config = dir.0.join("bridge-routed.yaml");
+        let routes = format!(
+            "backends:\n  - name: first\n    endpoint: unix://{}\n  - name: second\n    endpoint: unix://{}\nroutes:\n  default: first\n",
+            v1_socket.display(),
+            second_socket.display()
+        );
+        std::fs::write(&routed_config, routes).expect("the routed bridge's config");
+        let config = ["--config", routed_config.to_str().expect("a UTF-8 temp path")];
+        let (routed, routed_socket) = start_bridge_routed(&binary, &dir.0, "bridge-routed", &config);
+        add(peer("passthrough v1->v1, two backends", routed_socket, Some(one_backend), Some(routed.pid), v1_pid));
+        children.extend([routed, second]);
     }
     // The translating peer's baseline is pushed right after it.
     let translating_index =

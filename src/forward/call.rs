@@ -73,7 +73,7 @@ impl Forwarder {
         // The caller's deadline, from the moment its call arrived: time spent here (probing,
         // converting, a retry) is taken from what the runtime is given.
         let deadline = timeout_of(&head.headers).map(|timeout| started + timeout);
-        let (mut backend_version, mut named, mut targets) = (None, Named::default(), Vec::new());
+        let (mut backend_version, mut named, mut went) = (None, Named::default(), None);
         // Boxed: the call's state is large, and the task that holds it is moved on spawning.
         let call = Box::pin(self.call(
             method,
@@ -82,7 +82,7 @@ impl Forwarder {
             body,
             deadline,
             &mut answer,
-            (&mut backend_version, &mut named, &mut targets),
+            (&mut backend_version, &mut named, &mut went),
         ));
         let mut outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
@@ -111,10 +111,11 @@ impl Forwarder {
             }
         };
         self.observer.answered(Some(rpc), backend_version, code, started.elapsed());
-        if self.router.is_some() {
-            for target in targets {
-                self.observer.routed(&self.backends[target].name, code);
-            }
+        // Among several backends: counted for the one it went to, or for each (`None`: every one).
+        match (self.router.is_some(), went) {
+            (true, Some(Some(target))) => self.observer.routed(&self.backends[target].name, code),
+            (true, Some(None)) => self.backends.iter().for_each(|b| self.observer.routed(&b.name, code)),
+            _ => {}
         }
         if named.denied {
             self.observer.denied(&client.access.socket, rpc);
@@ -137,7 +138,7 @@ impl Forwarder {
         body: RecvStream,
         deadline: Option<Instant>,
         answer: &mut Answer,
-        (backend_version, named, targets): (&mut Option<CriVersion>, &mut Named, &mut Vec<usize>),
+        (backend_version, named, went): (&mut Option<CriVersion>, &mut Named, &mut Option<Option<usize>>),
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
         let session = &client.session;
@@ -185,13 +186,13 @@ impl Forwarder {
             Target::One(target, None) => (target, frame),
             Target::One(target, Some(renamed)) => (target, message::frame(&renamed)),
             Target::Every(way) => {
-                targets.extend(0..self.backends.len());
+                *went = Some(None);
                 let call = Fanned { method, session, message: &message, metadata: &metadata, deadline, pod };
                 return self.fan_out(call, way, answer).await;
             }
         };
         message = frame.slice(PREFIX_LEN..);
-        targets.push(target);
+        *went = Some(Some(target));
         let backend = self.backend_for(rpc, target);
         if let Some(scope) = &judged.pod {
             let found = backend.version().await?;

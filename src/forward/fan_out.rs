@@ -8,7 +8,7 @@
 
 use super::failure::Failure;
 use super::lacking::missing;
-use super::reply::{answer_all, grpc_head, ok_trailers, send_message};
+use super::reply::{answer_all, answer_joined, grpc_head, ok_trailers, send_message};
 use super::{Forwarder, Method, Session};
 use crate::backend::Discovered;
 use crate::budget::Charge;
@@ -123,19 +123,36 @@ impl Forwarder {
             }
             Way::Every => vec![answers.into_iter().find_map(|(_, m)| m.into_iter().next()).unwrap_or_default()],
             _ if rpc.info.server_streaming => answers.into_iter().flat_map(|(_, m)| m).collect(),
-            _ => {
+            // What the kubelet keys by is listed once: an image by id, a metric by name.
+            _ if matches!(rpc.info.method, "ListImages" | "ListMetricDescriptors") => {
                 let mut joined = Vec::new();
-                for (_, messages) in &answers {
-                    messages.iter().for_each(|m| joined.extend_from_slice(m));
-                }
-                // What the kubelet keys by is listed once: an image by id, a metric by name.
-                if matches!(rpc.info.method, "ListImages" | "ListMetricDescriptors") {
-                    joined = merge::first_of_each(&joined, 1, 1);
-                }
-                vec![joined.into()]
+                answers.iter().flat_map(|(_, m)| m).for_each(|m| joined.extend_from_slice(m));
+                vec![merge::first_of_each(&joined, 1, 1).into()]
+            }
+            // One message made of every backend's, as protobuf merges them: sent as its prefix and
+            // then each part as it came, never copied into one.
+            _ => {
+                let parts: Vec<Bytes> = answers.into_iter().flat_map(|(_, m)| m).collect();
+                self.within_limit(rpc, parts.iter().map(Bytes::len).sum())?;
+                return Ok(answer_joined(answer, parts).await?);
             }
         };
+        for message in &merged {
+            self.within_limit(rpc, message.len())?;
+        }
         Ok(answer_all(answer, merged).await?)
+    }
+
+    /// A merged message the caller could not take (each backend's was within the limit).
+    fn within_limit(&self, rpc: crate::grpc::Rpc, size: usize) -> Result<(), Status> {
+        match size > self.max_message_size {
+            true => Err(Status::resource_exhausted(format!(
+                "{}: the backends' answers merged are {size} bytes, more than max_message_size ({} bytes)",
+                rpc.name(),
+                self.max_message_size
+            ))),
+            false => Ok(()),
+        }
     }
 
     /// Whether a backend's failure leaves the call answered by the others: `Status` (the backend

@@ -64,3 +64,15 @@ pub(super) async fn answer_all(answer: &mut Answer, messages: Vec<Bytes>) -> Res
     answer.trailers(ok_trailers())?;
     Ok(Code::Ok)
 }
+
+/// Answers with one message made of `parts` joined (protobuf merges them into one), status OK:
+/// its prefix, then each part as it is, so that no part is copied.
+pub(super) async fn answer_joined(answer: &mut Answer, parts: Vec<Bytes>) -> Result<Code, CallerGone> {
+    answer.head(grpc_head(), false)?;
+    answer.data(message::prefix(parts.iter().map(Bytes::len).sum())).await?;
+    for part in parts.into_iter().filter(|p| !p.is_empty()) {
+        answer.data(part).await?;
+    }
+    answer.trailers(ok_trailers())?;
+    Ok(Code::Ok)
+}
