@@ -38,7 +38,7 @@
 //!    answers relayed frame by frame. [`backend`]: the runtime connection and version discovery.
 //! 5. [`forward`]: the one forwarding path: per RPC and backend version, passthrough or convert,
 //!    unary and streaming; each client connection's own runtime connections; large conversions
-//!    off the one thread.
+//!    off the one thread; among several backends, where each call goes and merged answers.
 //! 6. Told what happened. [`callers`]: who is calling, per CRI version (the migration report).
 //!    [`metrics`]: the Prometheus endpoint. [`observers`]: both, behind `forward::Observer`.
 //!    [`control`]: cri-bridge's own questions on the CRI socket (`probe`'s status, callers).
