@@ -252,6 +252,15 @@ async fn events_of_every_backend_come_on_one_stream() {
         let event = event.unwrap();
         seen.insert(event.pod_sandbox_status.map(|s| s.id).unwrap_or_default());
     }
+    // One runtime ending its stream ends the caller's (which watches again): never a stream that
+    // goes on without one backend's events.
+    node.docker.memory.end_streams();
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(event) = events.next().await {
+            event.unwrap();
+        }
+    });
+    ended.await.expect("the merged stream ends with the runtime's");
     drop(events);
     node.bridge.stop().await;
 }

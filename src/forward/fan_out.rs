@@ -289,7 +289,9 @@ impl Forwarder {
         while let Some((leg, event)) = answer.unless_gone(pending.next()).await? {
             let event = match event {
                 Ok(Some(event)) => event,
-                Ok(None) => continue,
+                // A runtime that ends its stream ends the caller's: it watches again, and sees
+                // every backend's events or an error, never a stream without one backend's.
+                Ok(None) => break,
                 Err(status) => return Err(self.named(leg.index, status).into()),
             };
             let index = leg.index;

@@ -46,9 +46,6 @@ impl Forwarder {
                     routed.extend(router.table.handlers.iter().map(|h| format!("{:?}", h.handler)));
                     return Err(Error::NoRoute { handler, routed: routed.join(", ") });
                 };
-                if let Some(uid) = sandbox_pod_uid(rpc, request) {
-                    router.owners().pods.insert(uid, backend);
-                }
                 let renamed = (there != handler).then(|| request::with_runtime_handler(rpc.version, request, there));
                 Ok(Target::One(backend, renamed.flatten()))
             }
@@ -149,9 +146,10 @@ impl Forwarder {
         if let Some(backend) = router.owners().pods.get(uid).copied() {
             return Ok(Some(backend));
         }
-        let mut filter = v1::PodSandboxFilter::default();
-        filter.label_selector.insert(crate::access::pod::POD_UID_LABEL.to_string(), uid.to_string());
-        let request = v1::ListPodSandboxRequest { filter: Some(filter) }.encode_to_vec();
+        // Every sandbox, matched by the UID in its metadata (which the kubelet sets from the
+        // pod, as in the pull's `sandbox_config`): what each backend runs is learnt with it.
+        let request = v1::ListPodSandboxRequest::default().encode_to_vec();
+        let mut found_on = None;
         for index in router.order() {
             let backend = &self.backends[index].runtime;
             let found = backend.version().await?;
@@ -161,12 +159,18 @@ impl Forwarder {
             let listed = upstream.unary(&path, &request, LOOKUP_TIMEOUT, self.max_message_size).await;
             let listed =
                 listed.map_err(|s| Error::Unreachable { endpoint: backend.who(), detail: s.message().to_string() })?;
-            if v1::ListPodSandboxResponse::decode(listed).is_ok_and(|l| !l.items.is_empty()) {
-                router.owners().pods.insert(uid.to_string(), index);
-                return Ok(Some(index));
+            let Ok(listed) = v1::ListPodSandboxResponse::decode(listed) else { continue };
+            // A pod whose sandbox was made again may have an old one, not ready, elsewhere.
+            let ready = listed.items.into_iter().filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32);
+            let mut owners = router.owners();
+            for pod in ready.filter_map(|s| s.metadata).filter(|m| !m.uid.is_empty()) {
+                if pod.uid == uid {
+                    found_on = found_on.or(Some(index));
+                }
+                owners.pods.insert(pod.uid, index);
             }
         }
-        Ok(None)
+        Ok(found_on)
     }
 
     /// Lists every backend's sandboxes and containers, on each backend's own connection, and
@@ -190,7 +194,8 @@ impl Forwarder {
             owners.containers.retain(|_, b| *b != index);
             owners.pods.retain(|_, b| *b != index);
             for sandbox in sandboxes.items {
-                if let Some(uid) = sandbox.metadata.map(|m| m.uid).filter(|u| !u.is_empty()) {
+                let ready = sandbox.state == v1::PodSandboxState::SandboxReady as i32;
+                if let Some(uid) = sandbox.metadata.map(|m| m.uid).filter(|u| ready && !u.is_empty()) {
                     owners.pods.insert(uid, index);
                 }
                 owners.sandboxes.insert(sandbox.id, index);
@@ -206,13 +211,4 @@ impl Forwarder {
         let Some(router) = &self.router else { return Vec::new() };
         router.table.backends.iter().enumerate().map(|(i, b)| (b.name.clone(), router.sandboxes_of(i))).collect()
     }
-}
-
-/// The pod UID of a `RunPodSandbox`'s config (to route its image pulls with it).
-fn sandbox_pod_uid(rpc: Rpc, request: &[u8]) -> Option<String> {
-    if rpc.version == crate::version::CriVersion::V1alpha1 {
-        return None;
-    }
-    let config = v1::RunPodSandboxRequest::decode(request).ok()?.config?;
-    config.metadata.map(|m| m.uid).filter(|uid| !uid.is_empty())
 }
