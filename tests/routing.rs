@@ -414,3 +414,18 @@ async fn a_merged_answer_over_max_message_size_is_refused_naming_it() {
     containerd.stop().await;
     docker.stop().await;
 }
+
+#[tokio::test]
+async fn a_backend_without_a_list_rpc_is_left_out_only_while_it_holds_no_sandbox() {
+    // v1alpha2 has no pod metrics: docker lacks ListPodSandboxMetrics.
+    let node = Node::start("routing-lacking").await;
+    let mut client = node.client();
+    run_pod(&mut client, "new", "").await.unwrap();
+    let metrics = || v1::ListPodSandboxMetricsRequest {};
+    client.list_pod_sandbox_metrics(metrics()).await.expect("docker holds nothing: containerd's answer");
+    run_pod(&mut client, "old", "docker").await.unwrap();
+    let lacking = client.list_pod_sandbox_metrics(metrics()).await.unwrap_err();
+    assert_eq!(lacking.code(), Code::Unimplemented, "{lacking:?}");
+    assert!(lacking.message().contains("\"docker\""), "{lacking:?}");
+    node.bridge.stop().await;
+}

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use h2::RecvStream;
 use http::HeaderMap;
+use prost::Message;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -68,6 +69,7 @@ impl Forwarder {
                 Err(Failure::Status(status)) if self.tolerated(way, rpc.info.method, index, &status) => {
                     away.push((index, status))
                 }
+                Err(Failure::Status(status)) if self.nothing_to_list(way, &call, index, &status).await => {}
                 Err(failure) => return Err(failure),
             }
         }
@@ -84,6 +86,9 @@ impl Forwarder {
                 (Err(status), Way::Every, "RemoveImage") if status.code() == Code::NotFound => Vec::new(),
                 (Err(status), _, _) => {
                     let status = self.named(index, status);
+                    if self.nothing_to_list(way, &call, index, &status).await {
+                        continue;
+                    }
                     if !self.tolerated(way, rpc.info.method, index, &status) {
                         return Err(status.into());
                     }
@@ -167,6 +172,28 @@ impl Forwarder {
             (_, "ImageFsInfo") => away && index != default,
             _ => false,
         }
+    }
+
+    /// Whether a backend that lacks a list RPC (`UNIMPLEMENTED`: its version or revision has
+    /// none, as containerd 1.7 has no pod metrics) is left out of the list because it holds no
+    /// sandbox, asked now: it has nothing to list. One that holds sandboxes makes the list
+    /// `UNIMPLEMENTED`, naming it, and the kubelet falls back as for a runtime without the RPC.
+    async fn nothing_to_list(&self, way: Way, call: &Fanned<'_>, index: usize, status: &Status) -> bool {
+        if way != Way::Merge || status.code() != Code::Unimplemented {
+            return false;
+        }
+        let backend = &self.backends[index].runtime;
+        let Ok(found) = backend.version().await else { return false };
+        let Some(info) = found.version.schema().rpc("RuntimeService", "ListPodSandbox") else { return false };
+        let path = crate::grpc::Rpc { version: found.version, info }.path();
+        let upstream = call.session.upstream("RuntimeService", index);
+        let listed = upstream.unary(&path, &[], super::router::LOOKUP_TIMEOUT, self.max_message_size).await;
+        let empty =
+            listed.is_ok_and(|l| crate::api::v1::ListPodSandboxResponse::decode(l).is_ok_and(|l| l.items.is_empty()));
+        if empty {
+            tracing::debug!(rpc = %call.method.rpc.path(), backend = %self.backends[index].name, "lacks it and holds no sandbox: left out");
+        }
+        empty
     }
 
     /// `status` as the caller sees it: the backend named.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tonic::Code;
 
 /// How long a lookup of who holds an id may take.
-const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where one call goes.
 pub(super) enum Target {

@@ -40,7 +40,8 @@ pub struct Served<'a> {
 /// One `Status` from several: each condition true only where every backend says so (the first
 /// backend that says not gives the reason, and is named in the message); the default backend's
 /// info; for a v1 caller, the routed handlers with their backend's features, and the runtime
-/// features every backend has. `answers` are by backend index, each with its name.
+/// features every backend that a new sandbox can reach (`served`) has. `answers` are by backend
+/// index, each with its name.
 pub fn status(
     answers: &[(&str, &[u8])],
     default: usize,
@@ -81,8 +82,13 @@ pub fn status(
                 v1::RuntimeHandler { name: s.name.to_string(), features: there.and_then(|h| h.features) }
             })
             .collect();
-        let every: Vec<v1::RuntimeFeatures> = decoded.iter().filter_map(|d| d.features).collect();
-        if every.len() == decoded.len() {
+        // What every backend a new sandbox can reach has (one that only holds old pods does not
+        // count: no pod is made there).
+        let mut reached: Vec<usize> = served.iter().map(|s| s.backend).collect();
+        reached.sort_unstable();
+        reached.dedup();
+        let every: Vec<v1::RuntimeFeatures> = reached.iter().filter_map(|&i| decoded.get(i)?.features).collect();
+        if every.len() == reached.len() {
             merged.features = Some(v1::RuntimeFeatures {
                 supplemental_groups_policy: every.iter().all(|f| f.supplemental_groups_policy),
                 user_namespaces_host_network: every.iter().all(|f| f.user_namespaces_host_network),
