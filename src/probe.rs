@@ -267,9 +267,10 @@ impl fmt::Display for Probed {
         )?;
         for backend in &status.backends {
             let state = if backend.up { "up" } else { "DOWN" };
+            let named = backend.name.as_ref().map_or(String::new(), |name| format!("backend {name}, "));
             writeln!(
                 f,
-                "{:<9} {} {state} since {}",
+                "{:<9} {named}{} {state} since {}",
                 format!("{}:", backend.role),
                 backend.endpoint,
                 when(backend.since)

@@ -48,7 +48,7 @@ fn two_backends(dir: &TempDir) -> Config {
 
 struct Node {
     dir: TempDir,
-    _containerd: Runtime,
+    containerd: Runtime,
     docker: Runtime,
     bridge: Bridge,
 }
@@ -63,7 +63,7 @@ impl Node {
         let containerd = Runtime::start(&dir.path("containerd.sock"), &[V1]).await;
         let docker = Runtime::start(&dir.path("docker.sock"), docker).await;
         let bridge = Bridge::start(two_backends(&dir)).await;
-        Node { dir, _containerd: containerd, docker, bridge }
+        Node { dir, containerd, docker, bridge }
     }
 
     fn client(&self) -> Client {
@@ -158,6 +158,26 @@ async fn sandboxes_go_where_the_table_says_with_their_runtimes_ids() {
     assert_eq!(filtered.into_inner().containers.len(), 1);
     let stats = client.list_container_stats(v1::ListContainerStatsRequest::default()).await.unwrap();
     assert_eq!(stats.into_inner().stats.len(), 1);
+
+    // UpdateRuntimeConfig reaches every backend.
+    let cidr = v1::UpdateRuntimeConfigRequest {
+        runtime_config: Some(v1::RuntimeConfig {
+            network_config: Some(v1::NetworkConfig { pod_cidr: "10.1.0.0/24".into() }),
+        }),
+    };
+    client.update_runtime_config(cidr).await.unwrap();
+    assert_eq!(node.docker.memory.calls_of("UpdateRuntimeConfig"), 1);
+    assert_eq!(node.containerd.memory.calls_of("UpdateRuntimeConfig"), 1);
+
+    // `cri-bridge probe` of the bridge names each backend.
+    let probed = tokio::process::Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
+        .arg("probe")
+        .arg(&node.bridge.socket)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&probed.stdout);
+    assert!(text.contains("backend docker, unix://") && text.contains("backend containerd, unix://"), "{text}");
 
     // Status: the routed handlers, the default's first.
     let status = client.status(v1::StatusRequest { verbose: false }).await.unwrap().into_inner();
