@@ -468,3 +468,48 @@ fn the_examples_backends_and_routes_load_as_written() {
     assert_eq!(routing.route(""), Some((1, "")));
     assert_eq!(config.backend, Endpoint::Unix("/run/containerd/containerd.sock".into()));
 }
+
+fn refused_routing(text: &str) -> String {
+    Config::parse(text).expect_err("refused").to_string()
+}
+
+const TWO_BACKENDS: &str = "backends:\n  - name: docker\n    endpoint: unix:///run/d.sock\n  - name: containerd\n    endpoint: unix:///run/c.sock\n";
+
+#[test]
+fn several_backends_load_with_the_default_as_the_backend() {
+    let config = Config::parse(&format!(
+        "{TWO_BACKENDS}routes:\n  default: containerd\n  handlers:\n    kata: {{ backend: containerd }}\n"
+    ))
+    .unwrap();
+    let routing = config.routing.as_ref().unwrap();
+    assert_eq!(routing.route(""), Some((1, "")));
+    assert_eq!(routing.route("kata"), Some((1, "kata")));
+    assert_eq!(routing.route("gvisor"), None);
+    assert_eq!(config.backend.to_string(), "unix:///run/c.sock");
+    // One backend in `backends` is the default without saying so.
+    let one = Config::parse("backends:\n  - name: docker\n    endpoint: unix:///run/d.sock\n").unwrap();
+    assert_eq!(one.routing.unwrap().default, 0);
+}
+
+#[test]
+fn every_mistake_is_named() {
+    assert!(refused_routing(TWO_BACKENDS).contains("routes.default"));
+    assert!(refused_routing(&format!("{TWO_BACKENDS}routes:\n  default: crio\n")).contains("\"crio\""));
+    let both = format!("backend:\n  endpoint: unix:///run/x.sock\n{TWO_BACKENDS}routes:\n  default: docker\n");
+    assert!(refused_routing(&both).contains("not both"));
+    assert!(refused_routing("routes:\n  default: x\n").contains("routes need `backends`"));
+    let twice =
+        "backends:\n  - name: a\n    endpoint: unix:///run/a.sock\n  - name: a\n    endpoint: unix:///run/b.sock\n";
+    assert!(refused_routing(twice).contains("named twice"));
+    let same =
+        "backends:\n  - name: a\n    endpoint: unix:///run/a.sock\n  - name: b\n    endpoint: unix:///run/a.sock\n";
+    assert!(refused_routing(same).contains("two backends"));
+    assert!(
+        refused_routing("backends:\n  - name: Docker!\n    endpoint: unix:///run/a.sock\n").contains("backends.name")
+    );
+    let empty_handler =
+        format!("{TWO_BACKENDS}routes:\n  default: docker\n  handlers:\n    \"\": {{ backend: docker }}\n");
+    assert!(refused_routing(&empty_handler).contains("routes.default"));
+    let listen = format!("listen:\n  path: /run/d.sock\n{TWO_BACKENDS}routes:\n  default: docker\n");
+    assert!(refused_routing(&listen).contains("listen.path"));
+}

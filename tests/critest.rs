@@ -233,20 +233,15 @@ fn parse_report(text: &str) -> BTreeMap<String, (Outcome, String)> {
 /// test ends the same or better. Every list, `Status`, the events and the image lists are the two
 /// backends' merged; 1.7.24 lacks the pod metrics RPCs and, holding no sandbox, is left out of them.
 async fn critest_two_backends(focus: Option<&str>) -> Run {
-    use cri_bridge::config::{Endpoint, NamedBackend, Routing};
+    use cri_bridge::config::Routing;
     let default = containerd_for_critest(Build::V2_4).await;
     let other = containerd_for_critest(Build::V1_7).await;
     let dir = TempDir::new("critest-routed");
-    let named = |name: &str, socket: &Path| NamedBackend {
-        name: name.into(),
-        endpoint: Endpoint::Unix(socket.to_path_buf()),
-        image_endpoint: None,
-        version: None,
-        revision: None,
-        image_revision: None,
-    };
     let routing = Routing {
-        backends: vec![named("containerd-1-7", &other.socket), named("containerd-2-4", &default.socket)],
+        backends: vec![
+            common::named_backend("containerd-1-7", &other.socket),
+            common::named_backend("containerd-2-4", &default.socket),
+        ],
         default: 1,
         handlers: Vec::new(),
     };

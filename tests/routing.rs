@@ -7,7 +7,7 @@ mod common;
 
 use common::{channel, Bridge, Runtime, TempDir};
 use cri_bridge::api::{v1, v1alpha2};
-use cri_bridge::config::{Config, Endpoint, HandlerRoute, NamedBackend, Routing};
+use cri_bridge::config::{Config, Endpoint, HandlerRoute, Routing};
 use cri_bridge::CriVersion::{V1alpha2, V1};
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -16,22 +16,14 @@ use tonic::Code;
 type Client = v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>;
 type Images = v1::image_service_client::ImageServiceClient<tonic::transport::Channel>;
 
-fn named(name: &str, socket: &std::path::Path) -> NamedBackend {
-    NamedBackend {
-        name: name.into(),
-        endpoint: Endpoint::Unix(socket.to_path_buf()),
-        image_endpoint: None,
-        version: None,
-        revision: None,
-        image_revision: None,
-    }
-}
-
 /// containerd (default, v1) and docker (v1alpha2 only); handler `docker` runs on docker as
 /// `""`, `kata` on containerd as `kata`.
 fn two_backends(dir: &TempDir) -> Config {
     let routing = Routing {
-        backends: vec![named("docker", &dir.path("docker.sock")), named("containerd", &dir.path("containerd.sock"))],
+        backends: vec![
+            common::named_backend("docker", &dir.path("docker.sock")),
+            common::named_backend("containerd", &dir.path("containerd.sock")),
+        ],
         default: 1,
         handlers: vec![
             HandlerRoute { handler: "docker".into(), backend: 0, as_handler: String::new() },

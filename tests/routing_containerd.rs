@@ -24,24 +24,13 @@ mod containerd_support;
 use common::{Bridge, TempDir};
 use containerd_support::{Build, Containerd, BUSYBOX_IMAGE};
 use cri_bridge::api::{v1, v1alpha2};
-use cri_bridge::config::{Config, Endpoint, HandlerRoute, NamedBackend, Routing};
+use cri_bridge::config::{Config, Endpoint, HandlerRoute, Routing};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 const TOP: &str = env!("CARGO_MANIFEST_DIR");
-
-fn named(name: &str, socket: &Path) -> NamedBackend {
-    NamedBackend {
-        name: name.into(),
-        endpoint: Endpoint::Unix(socket.to_path_buf()),
-        image_endpoint: None,
-        version: None,
-        revision: None,
-        image_revision: None,
-    }
-}
 
 /// crictl 1.37 on cri-bridge's socket.
 struct Crictl {
@@ -127,7 +116,7 @@ async fn pods_run_on_two_real_containerds_by_handler_and_one_going_away_is_named
     let mut old = Containerd::start_build(Build::V1_4).await;
     let dir = TempDir::new("routing-ctd");
     let routing = Routing {
-        backends: vec![named("old", &old.socket), named("new", &new.socket)],
+        backends: vec![common::named_backend("old", &old.socket), common::named_backend("new", &new.socket)],
         default: 1,
         handlers: vec![HandlerRoute { handler: "old".into(), backend: 0, as_handler: String::new() }],
     };

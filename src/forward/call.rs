@@ -11,7 +11,7 @@ use super::{Client, Forwarder, Method, Session, EVENT_STATUS_SINCE, REPROBE_AFTE
 use crate::backend::{Backend, Discovered};
 use crate::budget::Charge;
 use crate::error::Error;
-use crate::grpc::{encode_timeout, timeout_of, Rpc};
+use crate::grpc::{timeout_of, Rpc};
 use crate::relay::answer::Answer;
 use crate::relay::message::{self, Meter, Splitter, PREFIX_LEN};
 use crate::relay::upstream::{Unsent, Upstream, OWN_CALL};
@@ -245,17 +245,9 @@ impl Forwarder {
                         message::frame(&converted)
                     }
                 };
-            let mut request = http::Request::new(());
-            *request.method_mut() = http::Method::POST;
-            *request.uri_mut() = uri.clone();
-            *request.headers_mut() = metadata.clone();
-            if let Some(deadline) = deadline {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Err(expired().into());
-                }
-                request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
-            }
+            let Some(request) = Forwarder::runtime_request(uri, &metadata, deadline) else {
+                return Err(expired().into());
+            };
             let (response, connection) = match upstream.send(request, outgoing).await {
                 Ok((response, connection)) => (answer.unless_gone(response).await?, connection),
                 // Nothing reached the runtime: a connection that went away since the last call

@@ -13,7 +13,6 @@ use super::{Forwarder, Method, Session};
 use crate::backend::Discovered;
 use crate::budget::Charge;
 use crate::error::Error;
-use crate::grpc::encode_timeout;
 use crate::relay::answer::Answer;
 use crate::relay::message::{self, Splitter};
 use crate::relay::upstream::Unsent;
@@ -182,12 +181,7 @@ impl Forwarder {
         if way != Way::Merge || status.code() != Code::Unimplemented {
             return false;
         }
-        let backend = &self.backends[index].runtime;
-        let Ok(found) = backend.version().await else { return false };
-        let Some(info) = found.version.schema().rpc("RuntimeService", "ListPodSandbox") else { return false };
-        let path = crate::grpc::Rpc { version: found.version, info }.path();
-        let upstream = call.session.upstream("RuntimeService", index);
-        let listed = upstream.unary(&path, &[], super::router::LOOKUP_TIMEOUT, self.max_message_size).await;
+        let listed = self.ask(call.session, index, "ListPodSandbox", &[]).await;
         let empty =
             listed.is_ok_and(|l| crate::api::v1::ListPodSandboxResponse::decode(l).is_ok_and(|l| l.items.is_empty()));
         if empty {
@@ -221,14 +215,9 @@ impl Forwarder {
         let upstream = call.session.upstream(rpc.info.service, index);
         let mut reconnected = false;
         let response = loop {
-            let mut request = http::Request::new(());
-            *request.method_mut() = http::Method::POST;
-            *request.uri_mut() = uri.clone();
-            *request.headers_mut() = call.metadata.clone();
-            if let Some(deadline) = call.deadline {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                request.headers_mut().insert("grpc-timeout", encode_timeout(remaining));
-            }
+            let Some(request) = Forwarder::runtime_request(&uri, call.metadata, call.deadline) else {
+                return Err(Status::deadline_exceeded("deadline exceeded before the container runtime answered").into());
+            };
             match upstream.send(request, frame.clone()).await {
                 Ok((response, _)) => break response.await,
                 Err(Unsent(detail)) => {

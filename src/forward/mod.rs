@@ -262,6 +262,55 @@ impl Forwarder {
     }
 }
 
+/// How long a call of cri-bridge's own on a caller's connection (who holds an id, what a pod
+/// is) may take.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Forwarder {
+    /// One `RuntimeService` call of cri-bridge's own to backend `index`, in the version it
+    /// speaks, on the caller's own connection to it (what it costs, it costs that caller). These
+    /// requests and answers encode alike in every version. A backend that cannot be reached is
+    /// `UNAVAILABLE` naming it.
+    async fn ask(&self, session: &Session, index: usize, method: &str, request: &[u8]) -> Result<Bytes, tonic::Status> {
+        let backend = &self.backends[index].runtime;
+        let found = backend.version().await.map_err(tonic::Status::from)?;
+        let Some(info) = found.version.schema().rpc("RuntimeService", method) else {
+            return Err(tonic::Status::unimplemented(format!("CRI {} has no {method}", found.version)));
+        };
+        let path = Rpc { version: found.version, info }.path();
+        let upstream = session.upstream("RuntimeService", index);
+        let answer = upstream.unary(&path, request, LOOKUP_TIMEOUT, self.max_message_size).await;
+        answer.map_err(|status| match status.code() {
+            tonic::Code::Unavailable => {
+                let detail = status.message().to_string();
+                Error::Unreachable { endpoint: backend.who(), detail }.into()
+            }
+            _ => status,
+        })
+    }
+
+    /// The request head of a call to the runtime: `uri`, the caller's `metadata`, and what is
+    /// left of its deadline. `None`: the deadline has passed.
+    fn runtime_request(
+        uri: &http::Uri,
+        metadata: &http::HeaderMap,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Option<http::Request<()>> {
+        let mut request = http::Request::new(());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = uri.clone();
+        *request.headers_mut() = metadata.clone();
+        if let Some(deadline) = deadline {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return None;
+            }
+            request.headers_mut().insert("grpc-timeout", crate::grpc::encode_timeout(remaining));
+        }
+        Some(request)
+    }
+}
+
 /// How often every backend's sandboxes and containers are listed again, among several.
 pub const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 

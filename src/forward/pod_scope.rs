@@ -11,10 +11,6 @@ use crate::error::Error;
 use crate::grpc::Rpc;
 use crate::version::CriVersion;
 use prost::Message;
-use std::time::Duration;
-
-/// How long a lookup of who owns an id may take.
-const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Forwarder {
     /// Denies the call unless what it names is `scope`'s pod's, and a create asks for no
@@ -63,7 +59,7 @@ impl Forwarder {
         }
         let filter = v1::ContainerFilter { id: container.to_string(), ..Default::default() };
         let request = v1::ListContainersRequest { filter: Some(filter) };
-        let answer = self.own_unary(session, backend, "ListContainers", &request.encode_to_vec()).await?;
+        let answer = self.ask(session, backend.0, "ListContainers", &request.encode_to_vec()).await.ok()?;
         let listed = v1::ListContainersResponse::decode(answer).ok()?;
         listed.containers.into_iter().find(|c| c.id == container).map(|c| c.pod_sandbox_id)
     }
@@ -75,23 +71,8 @@ impl Forwarder {
             return None;
         }
         let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: false };
-        let answer = self.own_unary(session, backend, "PodSandboxStatus", &request.encode_to_vec()).await?;
+        let answer = self.ask(session, backend.0, "PodSandboxStatus", &request.encode_to_vec()).await.ok()?;
         let status = v1::PodSandboxStatusResponse::decode(answer).ok()?.status?;
         status.metadata.map(|m| m.uid)
-    }
-
-    /// One call of cri-bridge's own on the caller's runtime connection (these requests and
-    /// answers encode alike in every version).
-    async fn own_unary(
-        &self,
-        session: &Session,
-        (target, backend): (usize, CriVersion),
-        method: &str,
-        request: &[u8],
-    ) -> Option<bytes::Bytes> {
-        let info = backend.schema().rpc("RuntimeService", method)?;
-        let path = Rpc { version: backend, info }.path();
-        let upstream = session.upstream("RuntimeService", target);
-        upstream.unary(&path, request, LOOKUP_TIMEOUT, self.max_message_size).await.ok()
     }
 }

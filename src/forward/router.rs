@@ -14,11 +14,7 @@ use crate::grpc::Rpc;
 use crate::routing::{request, Way};
 use prost::Message;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
-use tonic::Code;
-
-/// How long a lookup of who holds an id may take.
-pub(super) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+use tonic::{Code, Status};
 
 /// Where one call goes.
 pub(super) enum Target {
@@ -30,7 +26,7 @@ pub(super) enum Target {
 
 impl Forwarder {
     /// Where a call of `rpc` with `request` goes; one backend: there, with nothing read.
-    pub(super) async fn route(&self, method: &Method, request: &[u8], session: &Session) -> Result<Target, Error> {
+    pub(super) async fn route(&self, method: &Method, request: &[u8], session: &Session) -> Result<Target, Status> {
         let Some(router) = &self.router else {
             return Ok(Target::One(0, None));
         };
@@ -44,7 +40,7 @@ impl Forwarder {
                 let Some((backend, there)) = router.table.route(&handler) else {
                     let mut routed = vec!["\"\"".to_string()];
                     routed.extend(router.table.handlers.iter().map(|h| format!("{:?}", h.handler)));
-                    return Err(Error::NoRoute { handler, routed: routed.join(", ") });
+                    return Err(Error::NoRoute { handler, routed: routed.join(", ") }.into());
                 };
                 let renamed = (there != handler).then(|| request::with_runtime_handler(rpc.version, request, there));
                 Ok(Target::One(backend, renamed.flatten()))
@@ -66,7 +62,7 @@ impl Forwarder {
                 if !handler.is_empty() {
                     return match router.table.route(&handler) {
                         Some((backend, _)) => one(backend),
-                        None => Err(Error::NoRoute { handler, routed: String::new() }),
+                        None => Err(Error::NoRoute { handler, routed: String::new() }.into()),
                     };
                 }
                 let pod = (rpc.info.method == "PullImage").then(|| request::pulled_for_pod(rpc.version, request));
@@ -81,7 +77,7 @@ impl Forwarder {
 
     /// The backend that holds the sandbox or container `owner` names: known, or asked of every
     /// backend. `None`: no backend holds it (each answered, and none has it).
-    async fn owner_of(&self, rpc: Rpc, owner: &Owner, session: &Session) -> Result<Option<usize>, Error> {
+    async fn owner_of(&self, rpc: Rpc, owner: &Owner, session: &Session) -> Result<Option<usize>, Status> {
         let Some(router) = &self.router else { return Ok(Some(0)) };
         if let Some(backend) = router.known(owner) {
             return Ok(Some(backend));
@@ -95,22 +91,15 @@ impl Forwarder {
             return Ok(None);
         }
         let asked = router.order().into_iter().map(|index| async move {
-            let backend = &self.backends[index].runtime;
-            let found = backend.version().await?;
             let request = match owner {
                 Owner::Container(id) => {
                     v1::ContainerStatusRequest { container_id: id.clone(), verbose: false }.encode_to_vec()
                 }
                 _ => v1::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false }.encode_to_vec(),
             };
-            let Some(info) = found.version.schema().rpc("RuntimeService", method) else { return Ok(false) };
-            let path = Rpc { version: found.version, info }.path();
-            let upstream = session.upstream("RuntimeService", index);
-            match upstream.unary(&path, &request, LOOKUP_TIMEOUT, self.max_message_size).await {
+            match self.ask(session, index, method, &request).await {
                 Ok(_) => Ok(true),
-                Err(status) if status.code() == Code::Unavailable => {
-                    Err(Error::Unreachable { endpoint: backend.who(), detail: status.message().to_string() })
-                }
+                Err(status) if status.code() == Code::Unavailable => Err(status),
                 Err(_) => Ok(false),
             }
         });
@@ -130,18 +119,17 @@ impl Forwarder {
         tracing::debug!(rpc = %rpc.path(), id = %id, "no backend holds it");
         // A backend that did not answer may hold it: saying "no such id" could be false.
         match down {
-            Some(Error::Unreachable { endpoint, detail }) => Err(Error::Unreachable {
-                endpoint,
-                detail: format!("{detail} (it may hold {id}, which no other backend has)"),
-            }),
-            Some(other) => Err(other),
+            Some(away) => Err(Status::new(
+                away.code(),
+                format!("{} (it may hold {id}, which no other backend has)", away.message()),
+            )),
             None => Ok(None),
         }
     }
 
     /// The backend running pod `uid`'s sandbox: known, or listed by the pod's label on every
     /// backend. `None`: no backend runs it.
-    async fn pod_owner(&self, uid: &str, session: &Session) -> Result<Option<usize>, Error> {
+    async fn pod_owner(&self, uid: &str, session: &Session) -> Result<Option<usize>, Status> {
         let Some(router) = &self.router else { return Ok(Some(0)) };
         if let Some(backend) = router.owners().pods.get(uid).copied() {
             return Ok(Some(backend));
@@ -151,14 +139,11 @@ impl Forwarder {
         let request = v1::ListPodSandboxRequest::default().encode_to_vec();
         let mut found_on = None;
         for index in router.order() {
-            let backend = &self.backends[index].runtime;
-            let found = backend.version().await?;
-            let Some(info) = found.version.schema().rpc("RuntimeService", "ListPodSandbox") else { continue };
-            let path = Rpc { version: found.version, info }.path();
-            let upstream = session.upstream("RuntimeService", index);
-            let listed = upstream.unary(&path, &request, LOOKUP_TIMEOUT, self.max_message_size).await;
-            let listed =
-                listed.map_err(|s| Error::Unreachable { endpoint: backend.who(), detail: s.message().to_string() })?;
+            let listed = match self.ask(session, index, "ListPodSandbox", &request).await {
+                Ok(listed) => listed,
+                Err(status) if status.code() == Code::Unavailable => return Err(status),
+                Err(_) => continue,
+            };
             let Ok(listed) = v1::ListPodSandboxResponse::decode(listed) else { continue };
             // A pod whose sandbox was made again may have an old one, not ready, elsewhere.
             let ready = listed.items.into_iter().filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32);

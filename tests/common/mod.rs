@@ -108,6 +108,18 @@ pub fn config(dir: &TempDir, backend: &Path, pinned: Option<CriVersion>) -> Conf
     }
 }
 
+/// One of several backends (`backends`): `name` at `socket`, its version discovered.
+pub fn named_backend(name: &str, socket: &Path) -> cri_bridge::config::NamedBackend {
+    cri_bridge::config::NamedBackend {
+        name: name.into(),
+        endpoint: Endpoint::Unix(socket.to_path_buf()),
+        image_endpoint: None,
+        version: None,
+        revision: None,
+        image_revision: None,
+    }
+}
+
 /// A runtime speaking `backend` versions and cri-bridge in front of it.
 pub struct Pair {
     pub dir: TempDir,
