@@ -625,9 +625,13 @@ impl Kubelet {
         format!("{pod}-{}", self.node_name)
     }
 
+    /// Writes the static pod's manifest whole (written beside, then renamed: the kubelet watches
+    /// the directory and would read a file half written).
     fn write_manifest(&self, name: &str, manifest: &Value) {
         let file = self.dir.join("manifests").join(format!("{name}.yaml"));
-        fs::write(file, serde_json::to_vec_pretty(manifest).unwrap()).unwrap();
+        let scratch = self.dir.join(format!("{name}.yaml.new"));
+        fs::write(&scratch, serde_json::to_vec_pretty(manifest).unwrap()).unwrap();
+        fs::rename(&scratch, file).unwrap();
     }
 
     fn remove_manifest(&self, name: &str) {
@@ -1188,7 +1192,7 @@ async fn migrate(m: &mut Migration, steps: &mut Vec<Step>) -> Result<(), ()> {
     judge.note(format!("cri-bridge up in {} ms (backend: cri-dockerd)", took.as_millis()));
     m.kubelet.start(&m.bridge.socket);
     match m.kubelet.wait_up().await {
-        Ok(took) => judge.note(format!("kubelet {} up in {} s", m.kubelet.version, took.as_secs())),
+        Ok(took) => judge.note(format!("kubelet {} up in {:.1} s", m.kubelet.version, took.as_secs_f64())),
         Err(e) => judge.check(false, e),
     }
     m.kubelet.write_manifest(old, &real_pod(old, &image, "one"));
@@ -1263,7 +1267,7 @@ async fn migrate(m: &mut Migration, steps: &mut Vec<Step>) -> Result<(), ()> {
     m.kubelet.stop();
     m.kubelet.start(&m.bridge.socket);
     match m.kubelet.wait_up().await {
-        Ok(took) => judge.note(format!("kubelet up again in {} s", took.as_secs())),
+        Ok(took) => judge.note(format!("kubelet up again in {:.1} s", took.as_secs_f64())),
         Err(e) => judge.check(false, e),
     }
     let views = m.nothing_restarted(&mut judge, &before, &[(old, old_view.clone())], log_from).await;
@@ -1484,7 +1488,7 @@ async fn migrate(m: &mut Migration, steps: &mut Vec<Step>) -> Result<(), ()> {
     m.bridge.stop();
     m.kubelet.start(&m.containerd.socket);
     match m.kubelet.wait_up().await {
-        Ok(took) => judge.note(format!("kubelet up on containerd's socket in {} s", took.as_secs())),
+        Ok(took) => judge.note(format!("kubelet up on containerd's socket in {:.1} s", took.as_secs_f64())),
         Err(e) => judge.check(false, e),
     }
     let views: Vec<(&str, KubeletView)> =
@@ -1620,7 +1624,7 @@ async fn kubelet_1_22_runs_a_no_new_privs_pod_on_docker_through_cri_bridge() {
     let name = "nnp";
     let full = kubelet.full_name(name);
     match kubelet.wait_up().await {
-        Ok(took) => report.push(format!("kubelet {KUBELET_1_22} up in {} s", took.as_secs())),
+        Ok(took) => report.push(format!("kubelet {KUBELET_1_22} up in {:.1} s", took.as_secs_f64())),
         Err(e) => problems.push(e),
     }
     if problems.is_empty() {
