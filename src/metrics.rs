@@ -92,7 +92,7 @@ impl Metrics {
     pub fn new(limits: &Limits) -> Metrics {
         let mut root = Registry::default();
         let memory = memory::Memory::register(&mut root);
-        memory.set_ceiling(crate::relay::memory_ceiling(limits, false));
+        memory.set_ceiling(crate::relay::memory_ceiling(limits, 1));
         let started = ConstGauge::new(unix_now());
         root.register("process_start_time_seconds", "Start time of the process since unix epoch in seconds", started);
         let registry = root.sub_registry_with_prefix("cri_bridge");
@@ -195,9 +195,9 @@ impl Metrics {
         }
     }
 
-    /// The memory ceiling, for a daemon with a separate image endpoint or not.
-    pub fn set_memory_ceiling(&self, limits: &Limits, separate_images: bool) {
-        self.memory.set_ceiling(crate::relay::memory_ceiling(limits, separate_images));
+    /// The memory ceiling, for a daemon whose client connections each hold `runtime_connections`.
+    pub fn set_memory_ceiling(&self, limits: &Limits, runtime_connections: usize) {
+        self.memory.set_ceiling(crate::relay::memory_ceiling(limits, runtime_connections));
     }
 
     /// Counts one answered call. `rpc` is `None` for a path that is not a CRI method.

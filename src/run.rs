@@ -179,7 +179,7 @@ pub async fn run_on(
     // The forwarder, once made: what the metrics read of several backends.
     let placed: Arc<std::sync::OnceLock<Arc<Forwarder>>> = Arc::default();
     let metrics = Arc::new(Metrics::new(&config.limits));
-    metrics.set_memory_ceiling(&config.limits, config.image_backend.is_some());
+    metrics.set_memory_ceiling(&config.limits, config.runtime_connections());
     raise_open_files(&config);
     let callers = Arc::new(Callers::default());
     let budget = crate::budget::Budget::new(config.limits.buffer_bytes, config.limits.buffer_per_connection_bytes);
@@ -343,12 +343,11 @@ pub async fn run_on(
 /// How often systemd's `STATUS=` is brought up to date when there is no watchdog to ping.
 const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The runtime's backend, then the image endpoint's when it is separate.
 /// Raises the open-file soft limit to the hard one (as Go programs such as containerd do), and
 /// warns when even that cannot hold `limits.connections` client connections, each with its own
-/// runtime connection (and image connection): past it, new connections fail to accept.
+/// runtime connections (`Config::runtime_connections`): past it, new connections fail to accept.
 fn raise_open_files(config: &Config) {
-    let per_connection = if config.image_backend.is_some() { 3 } else { 2 };
+    let per_connection = 1 + config.runtime_connections();
     let needed = (config.limits.connections * per_connection + 64) as u64;
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) if limit < needed => tracing::warn!(

@@ -269,6 +269,12 @@ impl Config {
         Ok(())
     }
 
+    /// The runtime connections one client connection may hold: one per backend, and one more
+    /// for each separate image endpoint (each made on the client's first call that needs it).
+    pub fn runtime_connections(&self) -> usize {
+        self.backend_endpoints().len()
+    }
+
     /// Every runtime and image endpoint, with the key that names it.
     fn backend_endpoints(&self) -> Vec<(&'static str, &Endpoint)> {
         match &self.routing {

@@ -45,11 +45,12 @@ pub const DAEMON_ITSELF: usize = 32 << 20;
 /// The most memory the daemon may hold with `limits` (`docs/install.md`, "Limits and memory"):
 /// `limits.buffer_mib`; for each of `limits.connections`, its own first 64 KiB
 /// (`budget::FLOOR`), the 64 KiB the client may send before any window is given back and the
-/// 1 MiB its runtime connection may send ahead (twice with a separate image endpoint); each
+/// 1 MiB each of its `runtime_connections` may send ahead (one per backend, and one more for each
+/// separate image endpoint: `Config::runtime_connections`); each
 /// conversion thread's working memory (at most `limits.buffer_per_connection_mib` a message,
 /// `forward::offload`); and the daemon itself.
-pub fn memory_ceiling(limits: &crate::config::Limits, separate_images: bool) -> usize {
-    let runtime_windows = upstream::CONNECTION_WINDOW as usize * if separate_images { 2 } else { 1 };
+pub fn memory_ceiling(limits: &crate::config::Limits, runtime_connections: usize) -> usize {
+    let runtime_windows = (upstream::CONNECTION_WINDOW as usize).saturating_mul(runtime_connections);
     let per_connection = crate::budget::FLOOR + CLIENT_WINDOW + runtime_windows;
     limits
         .buffer_bytes

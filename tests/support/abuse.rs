@@ -49,7 +49,7 @@ impl Sizes {
     /// `limits`, counting the connections actually open: the abuse's, `others` more.
     pub fn ceiling_kib(&self, mut limits: cri_bridge::config::Limits, others: usize) -> u64 {
         limits.connections = self.connections() + others;
-        (cri_bridge::relay::memory_ceiling(&limits, false) >> 10) as u64
+        (cri_bridge::relay::memory_ceiling(&limits, 1) >> 10) as u64
     }
 }
 
