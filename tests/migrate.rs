@@ -14,6 +14,10 @@
 //!    `runtime_name` (`containerd`, the default's): nothing restarts, and the old pod's container
 //!    ids read `containerd://` though it runs on Docker.
 //! 3. A new static pod runs on containerd (crictl 1.37 on containerd's own socket shows it).
+//!    3b. cri-dockerd SIGKILLed while both backends hold pods (dockerd and its containers go
+//!    on): through cri-bridge, lists fail `UNAVAILABLE` naming backend "docker" while calls for
+//!    containerd's pod go on; nothing restarts, the kubelet kills nothing; cri-dockerd restarted
+//!    (cri-bridge not), lists hold both backends' pods again and both pods are Ready.
 //! 4. The old pod's manifest changes: its new sandbox runs on containerd, and the kubelet removes
 //!    Docker's old one.
 //! 5. Docker holds no sandbox (`cri-bridge backends` says so, cri-dockerd too); the docker backend
@@ -1022,6 +1026,74 @@ async fn crictl_pods(socket: &Path, name: &str) -> Result<Vec<(String, String)>,
         .collect())
 }
 
+/// crictl 1.37 on `socket` with `args`: its stdout if it succeeds, else its stderr.
+async fn crictl(socket: &Path, args: &[&str]) -> Result<String, String> {
+    let endpoint = format!("unix://{}", socket.display());
+    let output = tokio::process::Command::new(crictl_binary())
+        .args(["--runtime-endpoint", &endpoint, "--image-endpoint", &endpoint, "--timeout", "10s"])
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run crictl: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+    }
+}
+
+/// The names of the pods `crictl pods -o json` lists.
+fn crictl_pod_names(json: &str) -> Result<Vec<String>, String> {
+    let list: Value = serde_json::from_str(json).map_err(|e| format!("crictl pods -o json: {e}"))?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect())
+}
+
+/// The seconds of the day of a klog line (`E1206 19:02:41.095535   12641 kubelet.go:…`).
+fn klog_time(line: &str) -> Option<f64> {
+    let time = line.split_whitespace().nth(1)?;
+    let mut parts = time.split(':');
+    let (h, m, s) =
+        (parts.next()?.parse::<f64>().ok()?, parts.next()?.parse::<f64>().ok()?, parts.next()?.parse::<f64>().ok()?);
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// Now, in seconds of the (UTC) day, as the logs stamp it.
+fn now_of_day() -> f64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    now.as_secs_f64() % 86_400.0
+}
+
+/// The kubelet's error lines (klog `E`) from byte `from` on that `pick` keeps.
+fn kubelet_errors_since(kubelet: &Kubelet, from: usize, pick: impl Fn(&str) -> bool) -> Vec<String> {
+    let text = fs::read(&kubelet.log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text[from.min(text.len())..]).into_owned();
+    text.lines().filter(|l| l.starts_with('E') && pick(l)).map(str::to_string).collect()
+}
+
+/// `N <what> from +A s to +B s after the kill (B - A s)`, the times relative to `origin` (seconds
+/// of the day), with the first line's message.
+fn error_span(what: &str, lines: &[String], origin: f64) -> String {
+    let times: Vec<f64> = lines.iter().filter_map(|l| klog_time(l)).collect();
+    match (times.first(), times.last()) {
+        (Some(first), Some(last)) => format!(
+            "{} {what} from +{:.1} s to +{:.1} s after the kill ({:.1} s), the first: {}",
+            lines.len(),
+            first - origin,
+            last - origin,
+            last - first,
+            lines[0].split_once("] ").map(|(_, r)| r).unwrap_or(&lines[0]).chars().take(160).collect::<String>()
+        ),
+        _ => format!("no {what}"),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The steps, reported.
 
@@ -1342,6 +1414,17 @@ async fn migrate(m: &mut Migration, steps: &mut Vec<Step>) -> Result<(), ()> {
     }
     let fresh_view = fresh_view.unwrap();
 
+    // 3b. cri-dockerd killed (dockerd and its containers go on), then started again.
+    let mut judge = Judge::new("3b. a backend killed mid-run");
+    if let Err(()) = backend_killed(m, &mut judge, &old_view, &fresh_view).await {
+        judge.check(false, "the step could not go on");
+    }
+    let passed = judge.problems.is_empty();
+    steps.push(judge.done());
+    if !passed {
+        return Err(());
+    }
+
     // 4. The old pod's manifest changes: replaced on containerd, Docker's sandbox removed.
     let mut judge = Judge::new("4. the old pod's manifest changes: its new sandbox on containerd");
     let changed_at = Instant::now();
@@ -1506,6 +1589,173 @@ async fn migrate(m: &mut Migration, steps: &mut Vec<Step>) -> Result<(), ()> {
     Ok(())
 }
 
+/// Step 3b: cri-dockerd SIGKILLed for `AWAY` while Docker holds `old` and containerd `fresh`,
+/// judged through cri-bridge (crictl), on each runtime directly, and by the kubelet; then started
+/// again, cri-bridge left running.
+async fn backend_killed(
+    m: &mut Migration,
+    judge: &mut Judge,
+    old_view: &KubeletView,
+    fresh_view: &KubeletView,
+) -> Result<(), ()> {
+    const AWAY: Duration = Duration::from_secs(25);
+    const BACK: Duration = Duration::from_secs(30);
+    let old_full = m.kubelet.full_name("old");
+    let fresh_full = m.kubelet.full_name("fresh");
+    let before = match m.holds().await {
+        Ok(held) => held,
+        Err(e) => {
+            judge.check(false, e);
+            return Err(());
+        }
+    };
+    let fresh_before: Vec<Held> = before.iter().filter(|h| h.pod == fresh_full).cloned().collect();
+    judge.check(fresh_before.len() == 1, format!("containerd holds {} sandboxes of fresh", fresh_before.len()));
+    judge.check(m.docker.runs_container(old_view.id()), "Docker does not run old's container before the kill");
+    let log_from = m.kubelet.log_len();
+    let killed_clock = now_of_day();
+    let killed_at = Instant::now();
+    m.docker.kill_cri_dockerd();
+    judge.note("cri-dockerd SIGKILLed (dockerd and its containers left running)");
+
+    // While it is away: a few rounds of every check.
+    let mut rounds = 0;
+    let mut pods_answered = 0;
+    let mut unavailable_example = None;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while killed_at.elapsed() < AWAY {
+        rounds += 1;
+        let at = killed_at.elapsed().as_secs();
+        match crictl(&m.bridge.socket, &["pods", "-o", "json"]).await {
+            Ok(out) => judge.check(false, format!("+{at} s: crictl pods through cri-bridge succeeded: {out}")),
+            Err(err) => {
+                let names_docker = err.contains(r#"backend \"docker\""#) || err.contains(r#"backend "docker""#);
+                judge.check(
+                    err.contains("Unavailable") && names_docker,
+                    format!("+{at} s: crictl pods through cri-bridge failed otherwise than Unavailable naming backend \"docker\": {err}"),
+                );
+                let line = err.lines().find(|l| l.contains("Unavailable")).unwrap_or(&err);
+                let from = line.find("code = ").unwrap_or(0);
+                unavailable_example.get_or_insert(line[from..].chars().take(200).collect::<String>());
+            }
+        }
+        match crictl(&m.bridge.socket, &["inspect", fresh_view.id()]).await {
+            Ok(out) => {
+                let state = serde_json::from_str::<Value>(&out)
+                    .ok()
+                    .and_then(|v| v["status"]["state"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                judge.check(
+                    state == "CONTAINER_RUNNING",
+                    format!("+{at} s: crictl inspect fresh's container through cri-bridge: state {state:?}"),
+                );
+            }
+            Err(err) => {
+                judge.check(false, format!("+{at} s: crictl inspect fresh's container through cri-bridge: {err}"))
+            }
+        }
+        match m.containerd_holds().await {
+            Ok(held) => {
+                let now: Vec<Held> = held.into_iter().filter(|h| h.pod == fresh_full).collect();
+                let changed = restarts(&fresh_before, &now);
+                judge.check(changed.is_empty(), format!("+{at} s: containerd directly, fresh changed: {changed:?}"));
+            }
+            Err(e) => judge.check(false, format!("+{at} s: containerd directly: {e}")),
+        }
+        match m.kubelet.view("fresh").await {
+            Ok(Some(view)) => {
+                pods_answered += 1;
+                judge.check(
+                    view.id() == fresh_view.id() && view.restart_count == 0,
+                    format!("+{at} s: the kubelet's fresh: {} restartCount {}", view.container_id, view.restart_count),
+                );
+            }
+            Ok(None) => judge.check(false, format!("+{at} s: the kubelet's /pods lacks fresh")),
+            // The kubelet may not answer while its runtime is down: not judged.
+            Err(e) => judge.note(format!("+{at} s: the kubelet's /pods does not answer: {e}")),
+        }
+        judge.check(
+            m.docker.runs_container(old_view.id()),
+            format!("+{at} s: Docker no longer runs old's container {}", short(old_view.id())),
+        );
+        if let Some(exit) = m.kubelet.exited() {
+            judge.check(false, exit);
+            return Err(());
+        }
+        tokio::time::sleep(Duration::from_secs(4)).await;
+    }
+    let away = killed_at.elapsed();
+    judge.note(format!(
+        "away {:.0} s, {rounds} rounds: crictl pods through cri-bridge failed each time ({}); crictl inspect of \
+         fresh's container answered; containerd directly: fresh the same; kubelet's /pods answered {pods_answered} \
+         times: fresh {} restartCount 0; docker ps: old's container running",
+        away.as_secs_f64(),
+        unavailable_example.as_deref().unwrap_or_default(),
+        fresh_view.short_id()
+    ));
+
+    // Back: cri-dockerd started again, cri-bridge not.
+    let restarted_clock = now_of_day();
+    let took = m.docker.restart_cri_dockerd().await;
+    let restarted_at = Instant::now();
+    judge.note(format!(
+        "cri-dockerd restarted at +{:.1} s, answering in {:.1} s",
+        restarted_clock - killed_clock,
+        took.as_secs_f64()
+    ));
+    let mut last = String::new();
+    let mut listed = false;
+    while restarted_at.elapsed() < BACK {
+        match crictl(&m.bridge.socket, &["pods", "-o", "json"]).await.and_then(|out| crictl_pod_names(&out)) {
+            Ok(names) if names.contains(&old_full) && names.contains(&fresh_full) => {
+                listed = true;
+                break;
+            }
+            Ok(names) => last = format!("lists {names:?}"),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if listed {
+        judge.note(format!(
+            "crictl pods through cri-bridge lists both backends' pods {:.1} s after cri-dockerd's restart ({:.1} s after the kill)",
+            restarted_at.elapsed().as_secs_f64(),
+            killed_at.elapsed().as_secs_f64()
+        ));
+    } else {
+        judge.check(
+            false,
+            format!("crictl pods through cri-bridge, {} s after cri-dockerd's restart: {last}", BACK.as_secs()),
+        );
+    }
+    m.nothing_restarted(judge, &before, &[("old", old_view.clone()), ("fresh", fresh_view.clone())], log_from).await;
+
+    // The kubelet's errors while Docker was away.
+    let pleg = kubelet_errors_since(&m.kubelet, log_from, |l| {
+        l.contains("PLEG") || l.contains("relist") || l.contains("retrieve pods")
+    });
+    let not_ready = kubelet_errors_since(&m.kubelet, log_from, |l| l.contains("Skipping pod synchronization"));
+    let probes = kubelet_errors_since(&m.kubelet, log_from, |l| l.contains("ExecSync"));
+    let naming = kubelet_errors_since(&m.kubelet, log_from, |l| l.contains(r#"backend \"docker\""#));
+    judge.note(format!("kubelet: {}", error_span("PLEG relist errors", &pleg, killed_clock)));
+    judge.note(format!(
+        "kubelet: {}",
+        error_span("\"Skipping pod synchronization\" (runtime not ready)", &not_ready, killed_clock)
+    ));
+    judge.note(format!(
+        "kubelet: {} ExecSync (probe) errors, not counted as probe failures; {} error lines in all naming backend \"docker\", \
+         the last {}",
+        probes.len(),
+        naming.len(),
+        naming
+            .last()
+            .and_then(|l| klog_time(l))
+            .map(|t| format!("{:+.1} s from cri-dockerd's restart", t - restarted_clock))
+            .unwrap_or_else(|| "none".into())
+    ));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_to_containerd_under_kubelet_1_37_without_a_restart() {
     docker_support::require_prerequisites();
@@ -1566,7 +1816,7 @@ async fn docker_to_containerd_under_kubelet_1_37_without_a_restart() {
     let failed: Vec<String> =
         steps.iter().filter(|s| !s.passed).map(|s| format!("{}: {}", s.name, s.measured.join("; "))).collect();
     assert!(failed.is_empty() && result.is_ok(), "the migration failed at: {failed:?} (steps run: {})", steps.len());
-    assert_eq!(steps.len(), 7, "every step ran");
+    assert_eq!(steps.len(), 8, "every step ran");
 }
 
 // ---------------------------------------------------------------------------------------------

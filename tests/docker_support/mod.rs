@@ -354,6 +354,37 @@ disabled_plugins = [
         }
     }
 
+    /// SIGKILLs cri-dockerd alone (dockerd, containerd and the containers keep running), as a
+    /// crash would: its socket file stays behind, refusing connections. Waits until it is reaped;
+    /// its log is kept (a restart appends to it). Panics if it is not running.
+    pub fn kill_cri_dockerd(&mut self) {
+        let at = self
+            .daemons
+            .iter()
+            .position(|d| d.name == "cri-dockerd")
+            .expect("cri-dockerd is not running (killed already?)");
+        let mut daemon = self.daemons.remove(at);
+        signal("KILL", &[daemon.child.id()]);
+        let _ = daemon.child.wait();
+    }
+
+    /// Starts cri-dockerd again, after `kill_cri_dockerd`, with the same flags, socket and
+    /// directories, and waits until it answers `Version` on its socket: how long that took.
+    pub async fn restart_cri_dockerd(&mut self) -> Duration {
+        assert!(!self.daemons.iter().any(|d| d.name == "cri-dockerd"), "cri-dockerd is still running");
+        let started = Instant::now();
+        // The killed one's socket file: a stale one would answer `wait_for_socket` never, and
+        // cri-dockerd replaces it anyway.
+        let _ = fs::remove_file(&self.cri_socket);
+        self.start_cri_dockerd().await;
+        started.elapsed()
+    }
+
+    /// Whether Docker runs container `id` (`docker ps`, full ids).
+    pub fn runs_container(&self, id: &str) -> bool {
+        self.docker(&["ps", "-q", "--no-trunc"]).lines().any(|l| l.trim() == id)
+    }
+
     /// `Version` asked of cri-dockerd itself, in CRI v1 (the only version it serves).
     pub async fn native_version(&self) -> Result<v1::VersionResponse, tonic::Status> {
         let mut client = v1::runtime_service_client::RuntimeServiceClient::new(self.direct_channel());
