@@ -320,9 +320,10 @@ impl Forwarder {
         let events = rpc.info.method == "GetContainerEvents";
         let old_events = events && found.profile.runtime.minor < EVENT_STATUS_SINCE;
         let pod_events = pod.filter(|_| events);
-        // A `Version` is read, whatever the versions: a runtime named `docker` is answered for.
-        let version = rpc.info.method == "Version";
-        let converting = !plan.response.is_identity() || old_events || pod_events.is_some() || version;
+        // A runtime named `docker` has its `Version` answered for, whatever the versions (the
+        // name is the probe's: every other runtime's answer passes as it came).
+        let docker = super::answers_as_docker(rpc, found);
+        let converting = !plan.response.is_identity() || old_events || pod_events.is_some() || docker;
         let (mut head, mut body) = response.into_parts();
         if converting {
             head.headers.remove(http::header::CONTENT_LENGTH);

@@ -232,7 +232,7 @@ impl Forwarder {
         if rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE {
             return self.convert_old_event(rpc, plan, found, body);
         }
-        if plan.response.is_identity() && rpc.info.method != "Version" {
+        if plan.response.is_identity() && !answers_as_docker(rpc, found) {
             return Ok(body);
         }
         let bad = |detail: String| Error::BadResponse {
@@ -370,6 +370,12 @@ impl Forwarder {
         self.policy.count_response_losses(cx.loss_count());
         Ok(converted.into())
     }
+}
+
+/// Whether `rpc` is a `Version` of a runtime the probe found named `docker` (cri-dockerd): its
+/// answer is read even where the versions match, so that `runtime_api_version` is Docker's.
+fn answers_as_docker(rpc: Rpc, found: &Discovered) -> bool {
+    rpc.info.method == "Version" && found.profile.runtime.runtime_name == crate::revision::DOCKER
 }
 
 /// `Version.runtime_api_version` names the version the caller speaks, not the backend's; for a
