@@ -89,6 +89,16 @@ pub enum Error {
     #[error("no runtime for {handler:?} is configured: cri-bridge routes the handlers {routed} (routes.handlers)")]
     NoRoute { handler: String, routed: String },
 
+    /// Among several backends, one that did not say whether it holds the id a call names (any
+    /// answer but its own "not here", `routing::holds`): the call is not sent elsewhere on a
+    /// guess, since a Stop or Remove answered "not found" by a runtime that never held the id
+    /// reads as done.
+    #[error(
+        "{rpc}: {backend} cannot say whether it holds {id} ({code}: {detail}); it may hold it, so the call goes \
+         nowhere else"
+    )]
+    OwnerUnknown { rpc: String, backend: String, id: String, code: &'static str, detail: String },
+
     /// The backend answers, but serves none of the CRI versions.
     #[error(
         "the container runtime at {endpoint} answers UNIMPLEMENTED for CRI v1, v1alpha2 and v1alpha1: \
@@ -111,7 +121,7 @@ impl From<Error> for Status {
             | Error::BufferFull { .. }
             | Error::BufferReclaimed { .. }
             | Error::TooCostly { .. } => Code::ResourceExhausted,
-            Error::Unreachable { .. } | Error::NoCri { .. } => Code::Unavailable,
+            Error::Unreachable { .. } | Error::NoCri { .. } | Error::OwnerUnknown { .. } => Code::Unavailable,
             Error::Denied { .. } => Code::PermissionDenied,
             Error::NoRoute { .. } => Code::Unknown,
         };

@@ -441,3 +441,103 @@ async fn a_backend_without_a_list_rpc_is_left_out_only_while_it_holds_no_sandbox
     assert!(lacking.message().contains("\"docker\""), "{lacking:?}");
     node.bridge.stop().await;
 }
+
+/// Issue 47, finding 1: a backend that does not say "not here" in its own words (containerd's
+/// CRI plugin restoring its state after a restart: `UNKNOWN` "server is not initialized yet"; a
+/// runtime stuck on a lock: `DEADLINE_EXCEEDED`; one whose CRI service is not registered yet:
+/// `UNIMPLEMENTED`) may hold the id. Stop and Remove of its pod and container fail `UNAVAILABLE`
+/// naming it, and none reaches the other runtime, where "not found" would read as done; once it
+/// answers, they reach it. A cri-bridge started cold (nothing learnt from lists) is asked.
+#[tokio::test]
+async fn a_backend_that_cannot_say_is_never_passed_over() {
+    let node = Node::start("routing-cannot-say").await;
+    let mut client = node.client();
+    let old = run_pod(&mut client, "old", "docker").await.unwrap();
+    let container = create(&mut client, &old, "app").await;
+    node.bridge.stop().await;
+    let answers = [
+        tonic::Status::unknown("server is not initialized yet"),
+        tonic::Status::deadline_exceeded("context deadline exceeded"),
+        tonic::Status::unimplemented("unknown service runtime.v1alpha2.RuntimeService"),
+    ];
+    for answer in answers {
+        let said = format!("{:?}", answer.code());
+        // The docker runtime answers nothing but `answer`, lists included (cri-bridge learns
+        // nothing at start).
+        for method in ["ListPodSandbox", "ListContainers", "PodSandboxStatus", "ContainerStatus"] {
+            node.docker.memory.fail(method, answer.clone());
+        }
+        let bridge = Bridge::start(two_backends(&node.dir)).await;
+        let mut client = Client::new(channel(&bridge.socket));
+        let calls = [
+            client.stop_container(v1::StopContainerRequest { container_id: container.clone(), timeout: 0 }).await.err(),
+            client.remove_container(v1::RemoveContainerRequest { container_id: container.clone() }).await.err(),
+            client.stop_pod_sandbox(v1::StopPodSandboxRequest { pod_sandbox_id: old.clone() }).await.err(),
+            client.remove_pod_sandbox(v1::RemovePodSandboxRequest { pod_sandbox_id: old.clone() }).await.err(),
+            client
+                .pod_sandbox_status(v1::PodSandboxStatusRequest { pod_sandbox_id: old.clone(), verbose: false })
+                .await
+                .err(),
+        ];
+        for failed in calls {
+            let failed = failed.unwrap_or_else(|| panic!("{said}: a call on docker's pod succeeded elsewhere"));
+            assert_eq!(failed.code(), Code::Unavailable, "{said}: {failed:?}");
+            assert!(failed.message().contains("\"docker\"") && failed.message().contains("cannot say"), "{failed:?}");
+        }
+        // A pull for its pod cannot be placed either: it does not go to the default.
+        let mut images = Images::new(channel(&bridge.socket));
+        let pull = v1::PullImageRequest {
+            image: Some(v1::ImageSpec { image: "registry.local/app:2".into(), ..Default::default() }),
+            auth: None,
+            sandbox_config: Some(common::v1_pod("old")),
+        };
+        let pulled = images.pull_image(pull).await.unwrap_err();
+        assert_eq!(pulled.code(), Code::Unavailable, "{said}: {pulled:?}");
+        for method in ["StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox", "PullImage"] {
+            assert_eq!(node.containerd.memory.calls_of(method), 0, "{said}: {method} reached containerd");
+        }
+        bridge.stop().await;
+    }
+    // It answers again: the calls reach it, and only it.
+    for method in ["ListPodSandbox", "ListContainers", "PodSandboxStatus", "ContainerStatus"] {
+        node.docker.memory.recover(method);
+    }
+    let bridge = Bridge::start(two_backends(&node.dir)).await;
+    let mut client = Client::new(channel(&bridge.socket));
+    client.stop_container(v1::StopContainerRequest { container_id: container.clone(), timeout: 0 }).await.unwrap();
+    client.stop_pod_sandbox(v1::StopPodSandboxRequest { pod_sandbox_id: old.clone() }).await.unwrap();
+    assert_eq!(node.docker.memory.calls_of("StopPodSandbox"), 1);
+    assert_eq!(node.containerd.memory.calls_of("StopPodSandbox"), 0);
+    bridge.stop().await;
+}
+
+/// Issue 47, finding 1, beside cri-dockerd: it says "not here" as Docker does (`UNKNOWN`,
+/// "No such container: <id>"), which is taken as "not here" for that id only; its other
+/// `UNKNOWN` answers are "cannot know". A cold cri-bridge still finds containerd's pod (the move
+/// off Docker needs exactly this), and an id neither holds gets the default's own answer.
+#[tokio::test]
+async fn cri_dockerds_no_such_container_is_not_here_and_its_other_errors_are_not() {
+    let node = Node::start("routing-cri-dockerd").await;
+    node.docker.memory.pose_as_cri_dockerd();
+    let mut client = node.client();
+    let new = run_pod(&mut client, "new", "").await.unwrap();
+    let container = create(&mut client, &new, "web").await;
+    node.bridge.stop().await;
+    node.docker.memory.fail("ListPodSandbox", tonic::Status::unknown("Cannot connect to the Docker daemon"));
+    node.docker.memory.fail("ListContainers", tonic::Status::unknown("Cannot connect to the Docker daemon"));
+    let bridge = Bridge::start(two_backends(&node.dir)).await;
+    let mut client = Client::new(channel(&bridge.socket));
+    let status =
+        client.container_status(v1::ContainerStatusRequest { container_id: container.clone(), verbose: false });
+    assert_eq!(status.await.unwrap().into_inner().status.unwrap().id, container);
+    client.stop_pod_sandbox(v1::StopPodSandboxRequest { pod_sandbox_id: new.clone() }).await.unwrap();
+    assert_eq!(node.containerd.memory.calls_of("StopPodSandbox"), 1);
+    let missing = client.container_status(v1::ContainerStatusRequest { container_id: "f00".into(), verbose: false });
+    assert_eq!(missing.await.unwrap_err().code(), Code::NotFound, "neither holds it: containerd's own answer");
+    // Docker's daemon away: its answer is no "not here".
+    node.docker.memory.fail("ContainerStatus", tonic::Status::unknown("Cannot connect to the Docker daemon"));
+    let away = client.container_status(v1::ContainerStatusRequest { container_id: "f01".into(), verbose: false });
+    let away = away.await.unwrap_err();
+    assert_eq!(away.code(), Code::Unavailable, "{away:?}");
+    bridge.stop().await;
+}

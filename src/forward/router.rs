@@ -11,6 +11,7 @@ use crate::access::pod::Owner;
 use crate::api::v1;
 use crate::error::Error;
 use crate::grpc::Rpc;
+use crate::routing::holds::{self, Holding};
 use crate::routing::{request, Way};
 use prost::Message;
 use std::sync::atomic::Ordering;
@@ -67,7 +68,9 @@ impl Forwarder {
                 }
                 let pod = (rpc.info.method == "PullImage").then(|| request::pulled_for_pod(rpc.version, request));
                 match pod.flatten() {
-                    Some(uid) => self.pod_owner(&uid, session).await.map(|b| Target::One(b.unwrap_or(default), None)),
+                    Some(uid) => {
+                        self.pod_owner(rpc, &uid, session).await.map(|b| Target::One(b.unwrap_or(default), None))
+                    }
                     None => one(default),
                 }
             }
@@ -76,7 +79,9 @@ impl Forwarder {
     }
 
     /// The backend that holds the sandbox or container `owner` names: known, or asked of every
-    /// backend. `None`: no backend holds it (each answered, and none has it).
+    /// backend. `None`: no backend holds it (each said so in its own words for "not here",
+    /// `routing::holds`). A backend that said anything else may hold it: the call fails
+    /// `UNAVAILABLE` naming it, and goes nowhere on a guess.
     async fn owner_of(&self, rpc: Rpc, owner: &Owner, session: &Session) -> Result<Option<usize>, Status> {
         let Some(router) = &self.router else { return Ok(Some(0)) };
         if let Some(backend) = router.known(owner) {
@@ -90,46 +95,65 @@ impl Forwarder {
         if id.is_empty() {
             return Ok(None);
         }
-        let asked = router.order().into_iter().map(|index| async move {
-            let request = match owner {
-                Owner::Container(id) => {
-                    v1::ContainerStatusRequest { container_id: id.clone(), verbose: false }.encode_to_vec()
-                }
-                _ => v1::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false }.encode_to_vec(),
-            };
-            match self.ask(session, index, method, &request).await {
-                Ok(_) => Ok(true),
-                Err(status) if status.code() == Code::Unavailable => Err(status),
-                Err(_) => Ok(false),
+        let request = match owner {
+            Owner::Container(id) => {
+                v1::ContainerStatusRequest { container_id: id.clone(), verbose: false }.encode_to_vec()
+            }
+            _ => v1::PodSandboxStatusRequest { pod_sandbox_id: id.clone(), verbose: false }.encode_to_vec(),
+        };
+        let order = router.order();
+        let asked = order.iter().map(|&index| {
+            let request = &request;
+            async move {
+                let answer = self.ask(session, index, method, request).await;
+                let runtime = self.runtime_name(index).await;
+                let said = answer.as_ref().map(|_| ()).map_err(|status| (status.code(), status.message()));
+                (holds::holding(&runtime, id, said), answer.err())
             }
         });
         let answers = futures_util::future::join_all(asked).await;
-        let order = router.order();
-        let mut down = None;
-        for (index, answer) in order.into_iter().zip(answers) {
-            match answer {
-                Ok(true) => {
+        let mut unknown = None;
+        for (&index, (holding, error)) in order.iter().zip(answers) {
+            match holding {
+                Holding::Holds => {
                     router.learn(owner, index);
                     return Ok(Some(index));
                 }
-                Ok(false) => {}
-                Err(error) => down = down.or(Some(error)),
+                Holding::NotHere => {}
+                Holding::CannotKnow => unknown = unknown.or(Some((index, error))),
             }
         }
         tracing::debug!(rpc = %rpc.path(), id = %id, "no backend holds it");
-        // A backend that did not answer may hold it: saying "no such id" could be false.
-        match down {
-            Some(away) => Err(Status::new(
-                away.code(),
-                format!("{} (it may hold {id}, which no other backend has)", away.message()),
-            )),
+        match unknown {
             None => Ok(None),
+            Some((index, error)) => Err(self.cannot_know(rpc, index, id, error)),
         }
     }
 
+    /// The failure of a call whose owner backend `index` could not be asked (`error`: what it
+    /// answered): `UNAVAILABLE` naming the backend and the id.
+    fn cannot_know(&self, rpc: Rpc, index: usize, id: &str, error: Option<Status>) -> Status {
+        let error = error.unwrap_or_else(|| Status::unknown("its answer did not decode"));
+        if error.code() == Code::Unavailable {
+            // Away: the message names it already.
+            let message = format!("{} (it may hold {id}, which no other backend has)", error.message());
+            return Status::unavailable(message);
+        }
+        let backend = self.backends[index].runtime.who();
+        let (code, detail) = (crate::error::code_name(error.code()), error.message().to_string());
+        Error::OwnerUnknown { rpc: rpc.name(), backend, id: id.to_string(), code, detail }.into()
+    }
+
+    /// The `Version.runtime_name` backend `index` reported (empty when it is away).
+    async fn runtime_name(&self, index: usize) -> String {
+        let found = self.backends[index].runtime.version().await;
+        found.map(|found| found.profile.runtime.runtime_name.clone()).unwrap_or_default()
+    }
+
     /// The backend running pod `uid`'s sandbox: known, or listed by the pod's label on every
-    /// backend. `None`: no backend runs it.
-    async fn pod_owner(&self, uid: &str, session: &Session) -> Result<Option<usize>, Status> {
+    /// backend. `None`: every backend listed its sandboxes, and none runs it. A backend that
+    /// could not list them may run it: `UNAVAILABLE` naming it (the pull goes nowhere on a guess).
+    async fn pod_owner(&self, rpc: Rpc, uid: &str, session: &Session) -> Result<Option<usize>, Status> {
         let Some(router) = &self.router else { return Ok(Some(0)) };
         if let Some(backend) = router.owners().pods.get(uid).copied() {
             return Ok(Some(backend));
@@ -137,14 +161,20 @@ impl Forwarder {
         // Every sandbox, matched by the UID in its metadata (which the kubelet sets from the
         // pod, as in the pull's `sandbox_config`): what each backend runs is learnt with it.
         let request = v1::ListPodSandboxRequest::default().encode_to_vec();
-        let mut found_on = None;
+        let (mut found_on, mut unknown) = (None, None);
         for index in router.order() {
-            let listed = match self.ask(session, index, "ListPodSandbox", &request).await {
-                Ok(listed) => listed,
-                Err(status) if status.code() == Code::Unavailable => return Err(status),
-                Err(_) => continue,
+            let listed = self.ask(session, index, "ListPodSandbox", &request).await;
+            let listed = match listed.map(v1::ListPodSandboxResponse::decode) {
+                Ok(Ok(listed)) => listed,
+                Ok(Err(_)) => {
+                    unknown = unknown.or(Some((index, None)));
+                    continue;
+                }
+                Err(status) => {
+                    unknown = unknown.or(Some((index, Some(status))));
+                    continue;
+                }
             };
-            let Ok(listed) = v1::ListPodSandboxResponse::decode(listed) else { continue };
             // A pod whose sandbox was made again may have an old one, not ready, elsewhere.
             let ready = listed.items.into_iter().filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32);
             let mut owners = router.owners();
@@ -155,7 +185,11 @@ impl Forwarder {
                 owners.pods.insert(pod.uid, index);
             }
         }
-        Ok(found_on)
+        match (found_on, unknown) {
+            (Some(index), _) => Ok(Some(index)),
+            (None, None) => Ok(None),
+            (None, Some((index, error))) => Err(self.cannot_know(rpc, index, &format!("pod {uid}"), error)),
+        }
     }
 
     /// Lists every backend's sandboxes and containers, on each backend's own connection, and

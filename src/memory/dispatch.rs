@@ -145,7 +145,11 @@ impl Handler for MemoryRuntime {
             if let Err(status) = exec_sync_sleep(rpc, &request).await {
                 return echo(traceparent, Err(status));
             }
-            echo(traceparent, self.dispatch_unary(rpc, request.get_ref()).map(Response::new))
+            if let Some(failure) = self.failure_of(rpc.info.method) {
+                return echo(traceparent, Err(failure));
+            }
+            let answer = self.dispatch_unary(rpc, request.get_ref());
+            echo(traceparent, self.as_posed(rpc, answer).map(Response::new))
         })
     }
 

@@ -5,6 +5,7 @@
 use super::image_ref;
 use super::support::{hex64, lock, now_nanos};
 use crate::api::v1;
+use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 use tonic::metadata::MetadataMap;
+use tonic::Status;
 
 /// Request metadata a test may set to tell its calls apart at the runtime.
 pub const CALL_ID: &str = "x-test-call-id";
@@ -66,6 +68,12 @@ pub(super) struct State {
     /// The handlers `Status` reports, each with (user namespaces, recursive read-only mounts);
     /// `None`: `""` and `runc`, both with both.
     pub(super) handlers: Option<Vec<(String, bool, bool)>>,
+    /// Methods answered with this status instead of their answer (tests: a runtime restoring
+    /// its state, stuck, or without its CRI service yet).
+    pub(super) failing: HashMap<String, Status>,
+    /// A status read of an id it does not hold is answered as cri-dockerd answers it (`UNKNOWN`,
+    /// Docker's "No such container").
+    pub(super) docker_not_found: bool,
     /// Source of pod IPs (10.88.0.0/16, as containerd's default bridge) and of fake PIDs.
     pub(super) next_ip: u32,
     pub(super) next_pid: u32,
@@ -190,6 +198,43 @@ impl MemoryRuntime {
     /// may (containerd reads it case-insensitively): `systemdCgroup`, `systemdcgroup`.
     pub fn set_systemd_cgroup_key(&self, key: &str) {
         self.state().systemd_cgroup_key = Some(key.to_string());
+    }
+
+    /// Answers every call of `method` (`PodSandboxStatus`) with `status` until [`Self::recover`].
+    pub fn fail(&self, method: &str, status: Status) {
+        self.state().failing.insert(method.to_string(), status);
+    }
+
+    /// Answers `method` again.
+    pub fn recover(&self, method: &str) {
+        self.state().failing.remove(method);
+    }
+
+    /// Answers as cri-dockerd 0.4.3 in front of Docker answers where routing must tell "not
+    /// here" from "cannot know": `Version` names `docker`, and `PodSandboxStatus` and
+    /// `ContainerStatus` of an id it does not hold give Docker's inspect error as it came
+    /// (`UNKNOWN`, "Error response from daemon: No such container: <id>";
+    /// `core/sandbox_status.go`, `core/container_status.go`).
+    pub fn pose_as_cri_dockerd(&self) {
+        self.set_identity(crate::revision::DOCKER, "20.10.24");
+        self.state().docker_not_found = true;
+    }
+
+    pub(super) fn failure_of(&self, method: &str) -> Option<Status> {
+        self.state().failing.get(method).cloned()
+    }
+
+    /// `answer` as the runtime posed as would give it.
+    pub(super) fn as_posed(&self, rpc: crate::grpc::Rpc, answer: Result<Bytes, Status>) -> Result<Bytes, Status> {
+        let status_read = matches!(rpc.info.method, "PodSandboxStatus" | "ContainerStatus");
+        match answer {
+            Err(status) if status_read && status.code() == tonic::Code::NotFound && self.state().docker_not_found => {
+                // The memory runtime's message names the id in quotes: `pod sandbox "<id>" not found`.
+                let id = status.message().split('"').nth(1).unwrap_or_default().to_string();
+                Err(Status::unknown(format!("Error response from daemon: No such container: {id}")))
+            }
+            answer => answer,
+        }
     }
 
     pub(super) fn state(&self) -> MutexGuard<'_, State> {

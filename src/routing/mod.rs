@@ -5,6 +5,7 @@
 //! Ids are never rewritten: a sandbox or container keeps the id its runtime gave it, so the
 //! kubelet, the runtime's own tools and a cri-bridge taken out again all see the same ids.
 
+pub mod holds;
 pub mod merge;
 pub mod request;
 
