@@ -218,7 +218,7 @@ impl Metrics {
     }
 
     /// Counts a call denied on `socket` (its path).
-    pub fn denied(&self, socket: &str, rpc: Rpc) {
+    pub fn denied(&self, socket: &str, rpc: &str) {
         self.denials.count(socket, rpc);
     }
 

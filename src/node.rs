@@ -27,6 +27,37 @@ pub fn without_swap() -> bool {
     without
 }
 
+/// The `masked_paths` the kubelet sends on this node: its fixed list, then the
+/// `thermal_throttle` directory of each possible CPU where it exists (as the kubelet finds
+/// them, once).
+pub fn kubelet_masked_paths() -> &'static [String] {
+    static PATHS: OnceLock<Vec<String>> = OnceLock::new();
+    PATHS.get_or_init(|| {
+        let mut paths: Vec<String> =
+            crate::access::create::KUBELET_MASKED_PATHS.iter().map(|p| p.to_string()).collect();
+        let possible = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+        for cpu in cpu_list(possible.trim()) {
+            let path = format!("/sys/devices/system/cpu/cpu{cpu}/thermal_throttle");
+            if std::path::Path::new(&path).exists() {
+                paths.push(path);
+            }
+        }
+        paths
+    })
+}
+
+/// A kernel CPU list (`0-3,8`), as numbers.
+fn cpu_list(list: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(first), Ok(last)) = (first.parse::<u32>(), last.parse::<u32>()) {
+            cpus.extend(first..=last.min(first.saturating_add(4096)));
+        }
+    }
+    cpus
+}
+
 /// Whether `/proc/meminfo`'s text says `SwapTotal: 0 kB`.
 fn swap_total_is_zero(meminfo: &str) -> bool {
     meminfo

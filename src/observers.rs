@@ -24,7 +24,7 @@ impl Observer for Observers {
         (self.callers.connected(peer), identity)
     }
 
-    fn denied(&self, socket: &str, rpc: Rpc) {
+    fn denied(&self, socket: &str, rpc: &str) {
         self.metrics.denied(socket, rpc);
     }
 

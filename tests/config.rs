@@ -414,7 +414,11 @@ brownout:
         vec![
             Policy::ReadOnly,
             Policy::Images,
-            Policy::PodScoped { host_paths: vec![PathBuf::from("/var/log/pods")] },
+            Policy::PodScoped {
+                host_paths: vec![PathBuf::from("/var/log/pods")],
+                seccomp_profiles: Vec::new(),
+                apparmor_profiles: Vec::new(),
+            },
             Policy::Allow(vec!["RuntimeService/ListContainers".into(), "RuntimeService/ContainerStats".into()]),
         ]
     );

@@ -22,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cri-bridge");
 const VERSION: &str = "/runtime.v1.RuntimeService/Version";
+const EVENTS: &str = "/runtime.v1.RuntimeService/GetContainerEvents";
 
 /// The binary serving the in-memory runtime on a socket anyone may use, with `limits` (YAML
 /// lines under `limits:`) and metrics on a socket of their own.
@@ -166,11 +167,15 @@ async fn report(abuse: &str, daemon: &Daemon, baseline: (usize, u64), worst: Dur
     );
 }
 
-/// A connection with a call open on it (its request never ends), and the call's stream.
+/// A connection with a call open on it: an event stream, its request sent (a stream whose
+/// request has not arrived does not make its connection busy), and the call's stream.
 async fn busy(socket: &Path) -> (Connection, h2::SendStream<Bytes>) {
     let connection = connect(socket).await;
     let mut send = connection.send.clone().ready().await.unwrap();
-    let (_response, stream) = send.send_request(request(VERSION), false).unwrap();
+    let (response, mut stream) = send.send_request(request(EVENTS), false).unwrap();
+    // An empty GetEventsRequest: the call stays open, the runtime streaming its events.
+    stream.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200, "the event stream is open");
     (connection, stream)
 }
 

@@ -138,7 +138,7 @@ async fn a_process_in_a_pods_cgroup_is_held_to_its_pod() {
         path: scoped.clone(),
         mode: 0o660,
         group: None,
-        policy: Policy::PodScoped { host_paths },
+        policy: Policy::PodScoped { host_paths, seccomp_profiles: Vec::new(), apparmor_profiles: Vec::new() },
     }];
     let bridge = Bridge::start(config).await;
     common::wait_for_socket(&scoped).await;
@@ -247,7 +247,8 @@ async fn a_pod_scoped_watcher_sees_its_pods_events_only() {
     let runtime = Runtime::start(&dir.path("runtime.sock"), &[V1]).await;
     let mut config = common::config(&dir, &dir.path("runtime.sock"), None);
     let scoped = dir.path("pod.sock");
-    let policy = Policy::PodScoped { host_paths: Vec::new() };
+    let policy =
+        Policy::PodScoped { host_paths: Vec::new(), seccomp_profiles: Vec::new(), apparmor_profiles: Vec::new() };
     config.endpoints = vec![ScopedEndpoint { path: scoped.clone(), mode: 0o660, group: None, policy }];
     let bridge = Bridge::start(config).await;
     common::wait_for_socket(&scoped).await;

@@ -582,7 +582,12 @@ async fn crictl_in_a_real_pods_container_cgroup_is_held_to_its_pod() {
         let parent = |uid: &str| format!("/kubepods/besteffort/pod{uid}");
         let cgroups = KubeletCgroups::claim(&[&uid_a, &uid_b]);
         let host_paths = Vec::new();
-        let setup = Setup::start(build, "pod.sock", Policy::PodScoped { host_paths }).await;
+        let setup = Setup::start(
+            build,
+            "pod.sock",
+            Policy::PodScoped { host_paths, seccomp_profiles: Vec::new(), apparmor_profiles: Vec::new() },
+        )
+        .await;
         let context = setup.context.clone();
         let a = kubelet_pod(&setup, &uid_a, "a", &parent(&uid_a)).await;
         let b = kubelet_pod(&setup, &uid_b, "b", &parent(&uid_b)).await;

@@ -11,6 +11,7 @@
 
 pub mod brownout;
 mod class;
+pub mod create;
 pub mod pod;
 
 pub use class::{class_of, mutates, Class, Denied};
@@ -34,7 +35,13 @@ pub enum Policy {
     /// The caller's own pod, found from its cgroup: reads, shells and changes that name its
     /// sandbox or its containers, lists and events filtered to it, creates without privilege
     /// (host paths only under these).
-    PodScoped { host_paths: Vec<PathBuf> },
+    PodScoped {
+        host_paths: Vec<PathBuf>,
+        /// `Localhost` seccomp profiles its creates may name (`localhost_profiles.seccomp`).
+        seccomp_profiles: Vec<String>,
+        /// `Localhost` AppArmor profiles its creates may name (`localhost_profiles.apparmor`).
+        apparmor_profiles: Vec<String>,
+    },
 }
 
 /// What a call may do, when its policy lets it go on.

@@ -73,7 +73,7 @@ pub fn narrowing(version: CriVersion, rpc: &RpcInfo, pod_uid: &str) -> Option<Ve
 }
 
 /// Length-delimited fields, encoded in order.
-fn length_delimited(fields: &[(u32, &[u8])]) -> Vec<u8> {
+pub(super) fn length_delimited(fields: &[(u32, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
     for (number, value) in fields {
         encode_key(*number, WireType::LengthDelimited, &mut out);
@@ -86,87 +86,11 @@ fn length_delimited(fields: &[(u32, &[u8])]) -> Vec<u8> {
 /// Annotation prefixes a pod-scoped create may set: the kubelet's informational ones. Others
 /// may change what a runtime does (CRI-O's `io.kubernetes.cri-o.*` devices and user namespaces,
 /// crun's `run.oci.*`, Kata's, systemd properties), so they are refused.
-const ANNOTATIONS_ALLOWED: &[&str] = &["io.kubernetes.container.", "io.kubernetes.pod."];
+pub(super) const ANNOTATIONS_ALLOWED: &[&str] = &["io.kubernetes.container.", "io.kubernetes.pod."];
 
-/// Whether a `CreateContainer` request asks for no privilege: not privileged, no host
-/// namespace, no added capability, no device, no host path outside `host_paths` (the container's
-/// log file included: containerd writes it where the request's sandbox config says), no
-/// unconfined seccomp or AppArmor profile, no SELinux label, no annotation a runtime acts on,
-/// and no pod label naming another pod. v1alpha2 encodes these fields as v1 does; v1alpha1 is
-/// not taken.
-pub fn create_without_privilege(
-    version: CriVersion,
-    request: &[u8],
-    pod_uid: &str,
-    host_paths: &[PathBuf],
-) -> Result<(), String> {
-    if version == CriVersion::V1alpha1 {
-        return Err("a pod-scoped socket takes CreateContainer in v1alpha2 or v1".into());
-    }
-    let create =
-        v1::CreateContainerRequest::decode(request).map_err(|e| format!("the request does not decode: {e}"))?;
-    let config = create.config.unwrap_or_default();
-    if config.labels.get(POD_UID_LABEL).is_some_and(|uid| uid != pod_uid) {
-        return Err(format!("labels.{POD_UID_LABEL} names another pod"));
-    }
-    if let Some(key) = config.annotations.keys().find(|k| !ANNOTATIONS_ALLOWED.iter().any(|p| k.starts_with(p))) {
-        return Err(format!("annotations.{key}: a runtime may act on it"));
-    }
-    if !config.log_path.is_empty() {
-        let directory = create.sandbox_config.as_ref().map(|s| s.log_directory.as_str()).unwrap_or_default();
-        let log = Path::new(directory).join(&config.log_path);
-        if !under_any(&log.to_string_lossy(), host_paths) {
-            return Err(format!("log_path: {} is outside the socket's host_paths {host_paths:?}", log.display()));
-        }
-    }
-    if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
-        return Err("devices: a pod-scoped create adds no device".into());
-    }
-    for mount in &config.mounts {
-        if !under_any(&mount.host_path, host_paths) {
-            return Err(format!(
-                "mounts: host path {:?} is outside the socket's host_paths {host_paths:?}",
-                mount.host_path
-            ));
-        }
-    }
-    let context = config.linux.unwrap_or_default().security_context.unwrap_or_default();
-    if context.privileged {
-        return Err("security_context.privileged".into());
-    }
-    let capabilities = context.capabilities.unwrap_or_default();
-    if !capabilities.add_capabilities.is_empty() || !capabilities.add_ambient_capabilities.is_empty() {
-        return Err("security_context.capabilities: a pod-scoped create adds no capability".into());
-    }
-    if context.selinux_options.is_some() {
-        return Err("security_context.selinux_options: a pod-scoped create sets no SELinux label".into());
-    }
-    let unconfined = |profile: &Option<v1::SecurityProfile>, string: &str| {
-        profile.as_ref().is_some_and(|p| p.profile_type == v1::security_profile::ProfileType::Unconfined as i32)
-            || string == "unconfined"
-    };
-    #[allow(deprecated)]
-    let (seccomp, apparmor) = (
-        unconfined(&context.seccomp, &context.seccomp_profile_path),
-        unconfined(&context.apparmor, &context.apparmor_profile),
-    );
-    if seccomp || apparmor {
-        return Err(
-            "security_context: a pod-scoped create runs under seccomp and AppArmor (no unconfined profile)".into()
-        );
-    }
-    let namespaces = context.namespace_options.unwrap_or_default();
-    use v1::NamespaceMode::{Node, Target};
-    for (name, mode) in [("network", namespaces.network), ("pid", namespaces.pid), ("ipc", namespaces.ipc)] {
-        if mode == Node as i32 || mode == Target as i32 {
-            return Err(format!("security_context.namespace_options.{name}: the node's or another container's"));
-        }
-    }
-    Ok(())
-}
-
-/// Whether `path` is one of `roots` or below one, by whole components, with no `..` in it.
-fn under_any(path: &str, roots: &[PathBuf]) -> bool {
+/// Whether `path` is one of `roots` or below one, by whole components, absolute, with no `..`
+/// or `.` in it.
+pub fn under_host_paths(path: &str, roots: &[PathBuf]) -> bool {
     let path = Path::new(path);
     let plain = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     plain && roots.iter().any(|root| path.starts_with(root))
@@ -186,7 +110,7 @@ pub fn written_path(rpc: &RpcInfo, request: &[u8]) -> Option<String> {
 /// Whether the runtime writing at `path` stays under `host_paths` (an empty path: the
 /// runtime's own default place).
 pub fn may_write(path: &str, host_paths: &[PathBuf]) -> bool {
-    path.is_empty() || under_any(path, host_paths)
+    path.is_empty() || under_host_paths(path, host_paths)
 }
 
 /// Containers a request names beside the one [`owner`] finds: `CheckpointPod`'s
@@ -244,60 +168,6 @@ mod tests {
         assert_eq!(owner(V1, rpc(V1, "CreateContainer"), &create.encode_to_vec()), Owner::Sandbox("p1".into()));
         assert_eq!(owner(V1, rpc(V1, "ListContainers"), &[]), Owner::Nothing);
         assert_eq!(owner(V1, rpc(V1, "StopContainer"), &[]), Owner::Container(String::new()));
-    }
-
-    #[test]
-    fn a_create_with_any_privilege_is_refused() {
-        let roots = [PathBuf::from("/var/log/pods")];
-        let create = |edit: &dyn Fn(&mut v1::ContainerConfig)| {
-            let mut config = v1::ContainerConfig::default();
-            edit(&mut config);
-            let request = v1::CreateContainerRequest { config: Some(config), ..Default::default() };
-            create_without_privilege(V1, &request.encode_to_vec(), "mine", &roots)
-        };
-        let context = |edit: &dyn Fn(&mut v1::LinuxContainerSecurityContext)| {
-            create(&|c: &mut v1::ContainerConfig| {
-                let mut context = v1::LinuxContainerSecurityContext::default();
-                edit(&mut context);
-                c.linux = Some(v1::LinuxContainerConfig { security_context: Some(context), ..Default::default() });
-            })
-        };
-        assert!(create(&|_| {}).is_ok());
-        assert!(context(&|c| c.privileged = true).is_err());
-        assert!(context(&|c| c.capabilities =
-            Some(v1::Capability { add_capabilities: vec!["SYS_ADMIN".into()], ..Default::default() }))
-        .is_err());
-        assert!(context(&|c| c.namespace_options = Some(v1::NamespaceOption { pid: 2, ..Default::default() })).is_err());
-        assert!(create(&|c| c.devices = vec![v1::Device::default()]).is_err());
-        let mount = |path: &str| v1::Mount { host_path: path.into(), ..Default::default() };
-        assert!(create(&|c| c.mounts = vec![mount("/var/log/pods/x")]).is_ok());
-        assert!(create(&|c| c.mounts = vec![mount("/var/log/pods/../../etc")]).is_err());
-        assert!(create(&|c| c.mounts = vec![mount("/var/log/podsx")]).is_err());
-        assert!(create(&|c| c.mounts = vec![mount("/")]).is_err());
-        assert!(create(&|c| c.labels = [(POD_UID_LABEL.to_string(), "other".to_string())].into()).is_err());
-        let annotation = |key: &str| [(key.to_string(), "x".to_string())].into();
-        assert!(create(&|c| c.annotations = annotation("io.kubernetes.container.hash")).is_ok());
-        assert!(create(&|c| c.annotations = annotation("io.kubernetes.cri-o.Devices")).is_err());
-        assert!(create(&|c| c.annotations = annotation("run.oci.keep_original_groups")).is_err());
-        let unconfined = || Some(v1::SecurityProfile { profile_type: 1, localhost_ref: String::new() });
-        assert!(context(&|c| c.seccomp = unconfined()).is_err());
-        assert!(context(&|c| c.apparmor = unconfined()).is_err());
-        assert!(context(
-            &|c| c.selinux_options = Some(v1::SeLinuxOption { r#type: "spc_t".into(), ..Default::default() })
-        )
-        .is_err());
-        // The log file: containerd joins the request's sandbox log directory and the log path.
-        let logged = |directory: &str, path: &str| {
-            let request = v1::CreateContainerRequest {
-                config: Some(v1::ContainerConfig { log_path: path.into(), ..Default::default() }),
-                sandbox_config: Some(v1::PodSandboxConfig { log_directory: directory.into(), ..Default::default() }),
-                ..Default::default()
-            };
-            create_without_privilege(V1, &request.encode_to_vec(), "mine", &roots)
-        };
-        assert!(logged("/var/log/pods/ns_p_mine", "app/0.log").is_ok());
-        assert!(logged("/etc/cron.d", "x").is_err());
-        assert!(logged("/var/log/pods/ns_p_mine", "../../../etc/cron.d/x").is_err());
     }
 
     #[test]

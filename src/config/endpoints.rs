@@ -22,6 +22,19 @@ pub(super) struct EndpointFile {
     allow: Vec<String>,
     #[serde(default)]
     host_paths: Vec<PathBuf>,
+    #[serde(default)]
+    localhost_profiles: Option<LocalhostProfilesFile>,
+}
+
+/// `endpoints[].localhost_profiles`: the `Localhost` seccomp and AppArmor profiles a
+/// pod-scoped socket's creates may name (distributions load some with `flags=(unconfined)`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LocalhostProfilesFile {
+    #[serde(default)]
+    seccomp: Vec<String>,
+    #[serde(default)]
+    apparmor: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -68,7 +81,7 @@ pub(super) fn parse_mode(key: &'static str, mode: &str) -> Result<u32, ConfigErr
 
 pub(super) fn read_endpoints(files: Vec<EndpointFile>) -> Result<Vec<ScopedEndpoint>, ConfigError> {
     let mut endpoints = Vec::new();
-    for file in files {
+    for mut file in files {
         let path = file
             .path
             .filter(|p| !p.as_os_str().is_empty())
@@ -76,7 +89,12 @@ pub(super) fn read_endpoints(files: Vec<EndpointFile>) -> Result<Vec<ScopedEndpo
         let at = |what: String| invalid("endpoints", format!("{}: {what}", path.display()));
         let policy = match (file.policy.as_deref(), file.allow.is_empty()) {
             (Some("pod-scoped"), true) => {
-                Policy::PodScoped { host_paths: read_host_paths(&file.host_paths).map_err(at)? }
+                let profiles = file.localhost_profiles.take().unwrap_or_default();
+                Policy::PodScoped {
+                    host_paths: read_host_paths(&file.host_paths).map_err(at)?,
+                    seccomp_profiles: profiles.seccomp,
+                    apparmor_profiles: profiles.apparmor,
+                }
             }
             (Some("read-only"), true) => Policy::ReadOnly,
             (Some("images"), true) => Policy::Images,
@@ -89,6 +107,9 @@ pub(super) fn read_endpoints(files: Vec<EndpointFile>) -> Result<Vec<ScopedEndpo
                 return Err(at(format!("policy {other:?} is not one of read-only, images, pod-scoped, allow")));
             }
         };
+        if file.localhost_profiles.is_some() {
+            return Err(at(format!("`localhost_profiles` is for policy `pod-scoped`, not `{}`", policy.name())));
+        }
         if !file.host_paths.is_empty() && !matches!(policy, Policy::PodScoped { .. }) {
             return Err(at(format!("`host_paths` is for policy `pod-scoped`, not `{}`", policy.name())));
         }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 pub(super) struct LimitsFile {
     pub(super) connections: Option<usize>,
     pub(super) connections_per_uid: Option<usize>,
+    pub(super) scoped_connections: Option<usize>,
     pub(super) streams_per_connection: Option<u32>,
     pub(super) idle_timeout_seconds: Option<u64>,
     pub(super) keepalive_seconds: Option<u64>,
@@ -27,8 +28,14 @@ pub(super) struct LimitsFile {
 pub struct Limits {
     /// Client connections open at once, in all.
     pub connections: usize,
-    /// Client connections open at once from one uid (`SO_PEERCRED`).
+    /// Client connections open at once from one uid (`SO_PEERCRED`), in each pool (the main
+    /// socket's, the scoped sockets'): a root pod on a scoped socket takes none of the
+    /// kubelet's.
     pub connections_per_uid: usize,
+    /// Client connections the scoped sockets (`endpoints`) may hold at once, all together;
+    /// below `connections`, so that the main socket (the kubelet's) can always reach
+    /// `connections - scoped_connections` whatever the scoped sockets' callers do.
+    pub scoped_connections: usize,
     /// Calls open at once on one connection (HTTP/2 `MAX_CONCURRENT_STREAMS`).
     pub streams_per_connection: u32,
     /// A connection with no call open for this long is told to go away (GOAWAY).
@@ -57,6 +64,7 @@ impl Default for Limits {
         Limits {
             connections: 1024,
             connections_per_uid: 256,
+            scoped_connections: default_scoped_connections(1024),
             streams_per_connection: 1024,
             idle_timeout: Duration::from_secs(600),
             keepalive: Duration::from_secs(60),
@@ -69,6 +77,11 @@ impl Default for Limits {
             conversion_threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
         }
     }
+}
+
+/// A quarter of `connections`, at least 1.
+fn default_scoped_connections(connections: usize) -> usize {
+    (connections / 4).max(1)
 }
 
 impl Limits {
@@ -89,6 +102,23 @@ impl Limits {
         }
         if let Some(n) = file.connections_per_uid {
             limits.connections_per_uid = at_least_one("limits.connections_per_uid", n as u64)? as usize;
+        }
+        limits.scoped_connections = match file.scoped_connections {
+            Some(n) => at_least_one("limits.scoped_connections", n as u64)? as usize,
+            None => default_scoped_connections(limits.connections),
+        };
+        if limits.scoped_connections >= limits.connections {
+            let given = match file.scoped_connections {
+                Some(_) => "",
+                None => " (the default: a quarter of limits.connections, at least 1)",
+            };
+            return Err(invalid(
+                "limits.scoped_connections",
+                format!(
+                    "{}{given} is not less than limits.connections ({}): the main socket must keep a share",
+                    limits.scoped_connections, limits.connections
+                ),
+            ));
         }
         if let Some(n) = file.streams_per_connection {
             limits.streams_per_connection = at_least_one("limits.streams_per_connection", u64::from(n))? as u32;
@@ -115,5 +145,37 @@ impl Limits {
             limits.conversion_threads = at_least_one("limits.conversion_threads", n as u64)? as usize;
         }
         Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(connections: Option<usize>, scoped: Option<usize>) -> Result<Limits, String> {
+        let file = LimitsFile { connections, scoped_connections: scoped, ..LimitsFile::default() };
+        Limits::read(file).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_scoped_share_defaults_to_a_quarter_of_the_connections_and_at_least_one() {
+        assert_eq!(Limits::default().scoped_connections, 256);
+        assert_eq!(read(None, None).unwrap().scoped_connections, 256);
+        assert_eq!(read(Some(16), None).unwrap().scoped_connections, 4);
+        assert_eq!(read(Some(3), None).unwrap().scoped_connections, 1);
+        assert_eq!(read(Some(16), Some(15)).unwrap().scoped_connections, 15);
+    }
+
+    #[test]
+    fn the_scoped_share_must_leave_the_main_socket_some() {
+        for (connections, scoped, says) in [
+            (Some(16), Some(0), "must be at least 1"),
+            (Some(16), Some(16), "16 is not less than limits.connections (16)"),
+            (None, Some(2000), "2000 is not less than limits.connections (1024)"),
+            (Some(1), None, "1 (the default: a quarter of limits.connections, at least 1) is not less"),
+        ] {
+            let error = read(connections, scoped).expect_err("refused");
+            assert!(error.contains("limits.scoped_connections") && error.contains(says), "{error}");
+        }
     }
 }

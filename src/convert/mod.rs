@@ -20,6 +20,7 @@ pub mod copy;
 mod cx;
 mod exceptions;
 pub mod fill;
+pub mod go_json;
 mod loss;
 pub mod policy;
 pub mod rules;

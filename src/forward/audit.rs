@@ -27,6 +27,12 @@ impl Named {
         if !access::mutates(rpc.info.method) {
             return Named::default();
         }
+        Named::of(rpc, request)
+    }
+
+    /// The ids `request` names, whatever the call: a denied read is audited with the ids it
+    /// named too.
+    pub(super) fn of(rpc: Rpc, request: &[u8]) -> Named {
         let schema = rpc.version.schema();
         let field = |name: &str| {
             let (_, field) = schema.field_by_name(&format!("{}.{name}", rpc.info.request))?;
@@ -50,6 +56,28 @@ pub(super) fn record(rpc: Rpc, client: &Client, named: &Named, code: Code) {
         sandbox = named.sandbox.as_deref().unwrap_or(""),
         container = named.container.as_deref().unwrap_or(""),
         outcome = if named.denied { "denied" } else { code_name(code) },
+        caller_exe = %exe,
+        caller_pid = pid.unwrap_or(0),
+        caller_uid = uid,
+        caller_gid = gid,
+        caller_pod = pod_uid.as_deref().unwrap_or(""),
+        caller_container = container_id.as_deref().unwrap_or(""),
+        "audit"
+    );
+}
+
+/// Records a denied call of cri-bridge's own (`path`: `cri_bridge.Bridge/Callers`), as any
+/// denial is.
+pub(super) fn record_own_call_denied(path: &str, client: &Client) {
+    let Identity { pid, uid, gid, exe, pod_uid, container_id } = &client.identity;
+    tracing::info!(
+        target: "audit",
+        socket = %client.access.socket,
+        rpc = %path,
+        version = "",
+        sandbox = "",
+        container = "",
+        outcome = "denied",
         caller_exe = %exe,
         caller_pid = pid.unwrap_or(0),
         caller_uid = uid,

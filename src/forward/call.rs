@@ -46,6 +46,7 @@ impl Forwarder {
         client: Arc<Client>,
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
+        mut arrival: crate::relay::serve::Arrival,
     ) -> bool {
         let caller = &client.caller;
         let started = Instant::now();
@@ -56,7 +57,20 @@ impl Forwarder {
             if let Some(json) = self.own_calls.answer(head.uri.path()) {
                 // Read first: a caller whose body is cut off by the answer's end sees an error.
                 if answer.unless_gone(read_request_body(body, CONTROL_REQUEST_LIMIT)).await.is_ok() {
-                    answer_control(&mut answer, json).await;
+                    arrival.arrived();
+                    // Judged once its request is here, as every call is: they tell of every
+                    // caller and backend, so only the main socket's callers that may change
+                    // the node read them.
+                    match client.access.judge_own_call(head.uri.path(), &client.identity) {
+                        Ok(()) => answer_control(&mut answer, json).await,
+                        Err(denied) => {
+                            let status = Status::from(denied);
+                            answer.status(&status);
+                            let path = head.uri.path().trim_start_matches('/');
+                            self.observer.denied(&client.access.socket, path);
+                            super::audit::record_own_call_denied(path, &client);
+                        }
+                    }
                 }
                 return false;
             }
@@ -83,6 +97,7 @@ impl Forwarder {
             deadline,
             &mut answer,
             (&mut backend_version, &mut named, &mut went),
+            &mut arrival,
         ));
         let mut outcome = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or_else(|_| Err(expired().into())),
@@ -118,7 +133,7 @@ impl Forwarder {
             _ => {}
         }
         if named.denied {
-            self.observer.denied(&client.access.socket, rpc);
+            self.observer.denied(&client.access.socket, &rpc.name());
         }
         super::audit::record(rpc, &client, &named, code);
         cancelled
@@ -139,6 +154,7 @@ impl Forwarder {
         deadline: Option<Instant>,
         answer: &mut Answer,
         (backend_version, named, went): (&mut Option<CriVersion>, &mut Named, &mut Option<Option<usize>>),
+        arrival: &mut crate::relay::serve::Arrival,
     ) -> Result<Code, Failure> {
         let rpc = method.rpc;
         let session = &client.session;
@@ -158,6 +174,9 @@ impl Forwarder {
                 .into())
             }
         };
+        // Only now is the connection busy: a stream that never sends its request does not keep
+        // its connection from being reclaimed at a connection limit.
+        arrival.arrived();
         let mut message = frame.slice(PREFIX_LEN..);
         // Judged by the socket's rules once the request is here, before anything reaches the
         // runtime; what is sent may be the request changed (no verbose info, a list narrowed).
@@ -165,7 +184,7 @@ impl Forwarder {
         let judged = match client.access.judge(rpc, &message, &client.identity) {
             Ok(judged) => judged,
             Err(denied) => {
-                named.denied = true;
+                *named = Named { denied: true, ..Named::of(rpc, &message) };
                 return Err(denied.into());
             }
         };
@@ -182,7 +201,7 @@ impl Forwarder {
         metadata.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
         metadata.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
         // Among several backends: the one the call goes to, or every one.
-        let (target, frame) = match self.route(method, &message, session).await? {
+        let (target, mut frame) = match self.route(method, &message, session).await? {
             Target::One(target, None) => (target, frame),
             Target::One(target, Some(renamed)) => (target, message::frame(&renamed)),
             Target::Every(way) => {
@@ -194,11 +213,23 @@ impl Forwarder {
         message = frame.slice(PREFIX_LEN..);
         *went = Some(Some(target));
         let backend = self.backend_for(rpc, target);
+        // What a pod-scoped call holds until the runtime has answered (its host paths judged).
+        let mut _held = None;
         if let Some(scope) = &judged.pod {
             let found = backend.version().await?;
-            if let Err(denied) = self.hold_to_pod(rpc, &message, scope, session, (target, found.version)).await {
-                named.denied = true;
-                return Err(denied.into());
+            let pid = client.identity.pid;
+            match self.hold_to_pod(rpc, &message, scope, session, (target, found.version), pid).await {
+                Ok(held) => {
+                    if let Some(rewritten) = &held.rewritten {
+                        frame = message::frame(rewritten);
+                        message = frame.slice(PREFIX_LEN..);
+                    }
+                    _held = Some(held);
+                }
+                Err(denied) => {
+                    *named = Named { denied: true, ..Named::of(rpc, &message) };
+                    return Err(denied.into());
+                }
             }
         }
         let upstream = session.upstream(rpc.info.service, target);

@@ -34,8 +34,9 @@ impl crate::relay::serve::Calls for Scoped {
         client: Arc<Client>,
         request: http::Request<h2::RecvStream>,
         respond: h2::server::SendResponse<Bytes>,
+        arrival: crate::relay::serve::Arrival,
     ) -> impl std::future::Future<Output = bool> + Send {
-        self.forwarder.clone().serve_call(client, request, respond)
+        self.forwarder.clone().serve_call(client, request, respond, arrival)
     }
 
     fn refused(&self, limit: &'static str) {

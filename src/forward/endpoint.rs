@@ -49,6 +49,32 @@ impl Access {
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(rules);
     }
 
+    /// Whether `caller` may read cri-bridge's own calls (`path`: `/cri_bridge.Bridge/Callers`,
+    /// `Status`): they name every caller of every socket (pods' UIDs, container ids, pids) and
+    /// the backends' endpoints, so only the main socket answers them, and, where
+    /// `listen.mutating` is set, only to those it lets change the node. A scoped socket denies
+    /// them as any RPC its policy does not name.
+    pub(super) fn judge_own_call(&self, path: &str, caller: &Identity) -> Result<(), Error> {
+        let rules = self.rules();
+        let deny = |why: String| Error::Denied {
+            rpc: path.trim_start_matches('/').to_string(),
+            socket: self.socket.clone(),
+            policy: rules.policy.name(),
+            why,
+        };
+        if rules.policy != Policy::All {
+            return Err(deny("cri-bridge's own calls are answered on the main socket only".into()));
+        }
+        match &rules.mutating {
+            Some(principals) if !principals.admits(caller.uid, caller.gid) => Err(deny(format!(
+                "cri-bridge's own calls are answered only to the callers listen.mutating allows (uids {:?}, gids \
+                 {:?}); the caller is uid {}, gid {}",
+                principals.uids, principals.gids, caller.uid, caller.gid
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether `rpc`, with `request` (its message), may go on for `caller`, and how; if not, the
     /// denial.
     pub(super) fn judge(&self, rpc: Rpc, request: &[u8], caller: &Identity) -> Result<Judged, Error> {
@@ -95,7 +121,9 @@ impl Access {
             let (without, _) = scan::without_field(request, number).map_err(|e| deny(e.to_string()))?;
             judged.rewritten = Some(without);
         }
-        if let (true, Policy::PodScoped { host_paths }) = (verdict.pod_scoped, &rules.policy) {
+        if let (true, Policy::PodScoped { host_paths, seccomp_profiles, apparmor_profiles }) =
+            (verdict.pod_scoped, &rules.policy)
+        {
             let Some(pod_uid) = caller.pod_uid.clone() else {
                 return Err(deny("the caller runs in no pod (its cgroup names none)".into()));
             };
@@ -104,8 +132,14 @@ impl Access {
                 narrowed.extend(narrowing);
                 judged.rewritten = Some(narrowed);
             }
-            let (host_paths, socket) = (host_paths.clone(), self.socket.clone());
-            judged.pod = Some(PodScope { uid: pod_uid, host_paths, rpc: rpc.name(), socket });
+            judged.pod = Some(PodScope {
+                uid: pod_uid,
+                host_paths: host_paths.clone(),
+                seccomp_profiles: seccomp_profiles.clone(),
+                apparmor_profiles: apparmor_profiles.clone(),
+                rpc: rpc.name(),
+                socket: self.socket.clone(),
+            });
         }
         Ok(judged)
     }
@@ -126,6 +160,9 @@ pub(super) struct PodScope {
     pub uid: String,
     /// Where its creates may mount host paths.
     pub host_paths: Vec<std::path::PathBuf>,
+    /// The `Localhost` profiles its creates may name.
+    pub seccomp_profiles: Vec<String>,
+    pub apparmor_profiles: Vec<String>,
     /// The call and the socket, for a denial.
     rpc: String,
     socket: String,

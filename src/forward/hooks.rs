@@ -17,7 +17,7 @@ pub trait Observer: Send + Sync {
     /// the process at the other end is.
     fn connected(&self, stream: &tokio::net::UnixStream) -> (Arc<dyn ClientRecord>, Identity);
     /// A call was denied on `socket` by its policy (or `listen.mutating`).
-    fn denied(&self, socket: &str, rpc: Rpc);
+    fn denied(&self, socket: &str, rpc: &str);
     /// A connection was refused at `limit`, the config key that bounds it.
     fn refused_connection(&self, limit: &'static str);
     /// A call began; [`Observer::call_ended`] follows however it ends (see [`InFlight`]).

@@ -17,6 +17,7 @@ mod endpoint;
 mod failure;
 mod fan_out;
 mod hooks;
+mod host_paths;
 mod lacking;
 mod offload;
 mod owners;
@@ -110,6 +111,9 @@ pub struct Forwarder {
     observer: Arc<dyn Observer>,
     /// Answers cri-bridge's own questions (`cri-bridge probe`, `cri-bridge callers`).
     own_calls: Arc<dyn OwnCalls>,
+    /// Held while a pod-scoped create or checkpoint's host paths are judged and the runtime
+    /// answers it (`pod_scope::Held`).
+    pod_paths: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Forwarder {
@@ -148,6 +152,7 @@ impl Forwarder {
             working_memory: config.limits.buffer_per_connection_bytes,
             observer,
             own_calls,
+            pod_paths: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 

@@ -94,13 +94,14 @@ impl MemoryRuntime {
         let sandbox = state.sandbox(&req.pod_sandbox_id)?;
         let mut response = v1::PodSandboxStatusResponse { status: Some(sandbox.status()), ..Default::default() };
         if req.verbose {
-            let info = format!(
-                "{{\"pid\":{},\"sandboxImage\":{},\"runtimeHandler\":{}}}",
-                sandbox.pid,
-                json_string(PRELOADED_IMAGES[0]),
-                json_string(&sandbox.runtime_handler)
-            );
-            response.info.insert("info".into(), info);
+            // As containerd's: the sandbox's config as recorded, printed by Go's encoding/json.
+            let info = serde_json::json!({
+                "pid": sandbox.pid,
+                "sandboxImage": PRELOADED_IMAGES[0],
+                "runtimeHandler": sandbox.runtime_handler,
+                "config": recorded_config(&sandbox.config),
+            });
+            response.info.insert("info".into(), info.to_string());
             response.containers_statuses = state.containers_of(&sandbox.id).map(Container::status).collect();
             response.timestamp = now_nanos();
         }
@@ -436,4 +437,37 @@ impl Container {
             image_id: self.image_id.clone(),
         }
     }
+}
+
+/// A sandbox's config as containerd records it in its verbose info: Go's `encoding/json` of the
+/// CRI type (snake_case keys, empty fields left out); the fields the memory runtime keeps.
+fn recorded_config(config: &v1::PodSandboxConfig) -> serde_json::Value {
+    let mut recorded = serde_json::Map::new();
+    if let Some(m) = &config.metadata {
+        let metadata =
+            serde_json::json!({ "name": m.name, "uid": m.uid, "namespace": m.namespace, "attempt": m.attempt });
+        recorded.insert("metadata".into(), metadata);
+    }
+    for (key, text) in [("hostname", &config.hostname), ("log_directory", &config.log_directory)] {
+        if !text.is_empty() {
+            recorded.insert(key.into(), text.as_str().into());
+        }
+    }
+    for (key, map) in [("labels", &config.labels), ("annotations", &config.annotations)] {
+        if !map.is_empty() {
+            recorded.insert(key.into(), serde_json::json!(map));
+        }
+    }
+    if let Some(linux) = &config.linux {
+        let mut recorded_linux = serde_json::Map::new();
+        if !linux.cgroup_parent.is_empty() {
+            recorded_linux.insert("cgroup_parent".into(), linux.cgroup_parent.as_str().into());
+        }
+        if let Some(options) = linux.security_context.as_ref().and_then(|c| c.namespace_options.as_ref()) {
+            let options = serde_json::json!({ "network": options.network, "pid": options.pid, "ipc": options.ipc });
+            recorded_linux.insert("security_context".into(), serde_json::json!({ "namespace_options": options }));
+        }
+        recorded.insert("linux".into(), recorded_linux.into());
+    }
+    recorded.into()
 }

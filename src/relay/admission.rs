@@ -2,13 +2,24 @@
 //! `limits.connections_per_uid` from one uid (the peer's `SO_PEERCRED`), so that one client,
 //! or one compromised pod with the socket mounted, cannot take every slot.
 //!
+//! The connections fall into two pools: the main socket's (the kubelet's) and the scoped
+//! sockets' (`endpoints`, which pods may have mounted), which together hold at most
+//! `limits.scoped_connections`. The per-uid count is kept per pool: most containers run as
+//! uid 0, as the kubelet does, and a root process on a scoped socket must not use up the
+//! kubelet's uid-0 slots. So the main socket can always reach `limits.connections -
+//! limits.scoped_connections`, whatever the scoped sockets' callers do.
+//!
 //! At a limit, a new connection first reclaims an idle one: the connection of that uid (or, at
-//! `limits.connections`, of any uid) that has had no call open for longest, and for at least
-//! [`RECLAIMABLE_AFTER`], is told to go away (GOAWAY; its client reconnects when it next
-//! calls, as after `limits.idle_timeout_seconds`), and its slot passes to the new connection
-//! once it has closed. Real clients hold many idle connections (critest keeps one per test
-//! client, over 256 in a run). Only when every connection at the limit is busy is the new one
-//! closed at once, before anything is read from it, and counted; the bound itself never moves.
+//! a pool's limit or `limits.connections`, of any uid) that has had no call open for longest,
+//! and for at least [`RECLAIMABLE_AFTER`], is told to go away (GOAWAY; its client reconnects
+//! when it next calls, as after `limits.idle_timeout_seconds`), and its slot passes to the new
+//! connection once it has closed. A scoped newcomer reclaims only scoped connections; a main one
+//! at `limits.connections` takes a scoped connection before a main one. A call is open once its
+//! request has arrived: a connection that holds only streams whose request never came (for
+//! [`RECLAIMABLE_AFTER`]) is idle, and reclaimed before any other. Real clients hold many idle
+//! connections (critest keeps one per test client, over 256 in a run). Only when every
+//! connection the newcomer may reclaim is busy is it closed at once, before anything is read
+//! from it, and counted; the bounds themselves never move.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,14 +31,43 @@ use tokio::sync::{oneshot, Notify};
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// A connection that had a call open within this long is busy: never reclaimed (a client that
-/// has just connected is about to call).
+/// has just connected is about to call). So is one whose stream has waited less than this for
+/// its request (real clients send it with the stream's headers).
 pub const RECLAIMABLE_AFTER: Duration = Duration::from_secs(1);
 
-/// What one connection's calls tell the admission: how many are open, since when none is, and
-/// whether its slot has been asked for.
+/// `waiting_since` while no stream waits: a stream counted in before its time is stored looks
+/// as if it had just begun to wait, never as silent for long.
+const NONE_WAITING: u64 = u64::MAX;
+
+/// Which listening socket a connection came on, as the connection limits see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pool {
+    /// The main socket: the kubelet's.
+    Main,
+    /// Any scoped socket (`endpoints`): together they hold at most `limits.scoped_connections`.
+    Scoped,
+}
+
+impl Pool {
+    fn name(self) -> &'static str {
+        match self {
+            Pool::Main => "main socket",
+            Pool::Scoped => "scoped sockets",
+        }
+    }
+}
+
+/// What one connection's streams tell the admission: how many calls are open (their request has
+/// arrived), how many streams still wait for their request and since when, since when no call
+/// is open, and whether its slot has been asked for.
 #[derive(Debug)]
 pub struct Activity {
     open: AtomicUsize,
+    /// Streams accepted whose request has not arrived: they do not make the connection busy.
+    waiting: AtomicUsize,
+    /// Milliseconds since the admission's epoch when `waiting` last rose from 0
+    /// ([`NONE_WAITING`] while it is 0).
+    waiting_since: AtomicU64,
     /// Milliseconds since the admission's epoch when the last call ended (or the connection
     /// was admitted).
     idle_since: AtomicU64,
@@ -37,11 +77,22 @@ pub struct Activity {
     reclaim: Notify,
 }
 
+/// Why a connection may be reclaimed, for ranking it against others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Reclaimable {
+    /// It holds streams whose request never came: taken before merely idle connections.
+    silent: bool,
+    /// How long it has been idle (or silent).
+    idle: Duration,
+}
+
 impl Activity {
     fn new(epoch: Instant) -> Activity {
         let now = epoch.elapsed().as_millis() as u64;
         Activity {
             open: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(NONE_WAITING),
             idle_since: AtomicU64::new(now),
             epoch,
             reclaimed: AtomicBool::new(false),
@@ -49,21 +100,43 @@ impl Activity {
         }
     }
 
-    /// A call began on the connection.
-    pub fn call_began(&self) {
-        self.open.fetch_add(1, Ordering::Relaxed);
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
-    /// A call ended on the connection.
-    pub fn call_ended(&self) {
-        if self.open.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.idle_since.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    /// A stream was accepted on the connection: it waits for its request, and does not make
+    /// the connection busy, until the handle returned is told the request has arrived.
+    pub fn stream_accepted(self: &Arc<Self>) -> Arrival {
+        // SeqCst here and in `arrived`: the admission, reading `waiting` before `open`, never
+        // sees a stream in neither count.
+        if self.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.waiting_since.store(self.now_ms(), Ordering::SeqCst);
+        }
+        Arrival { activity: self.clone(), arrived: false }
+    }
+
+    /// A stream stopped waiting for its request (it arrived, or the stream ended).
+    fn stream_left_waiting(&self) {
+        if self.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.waiting_since.store(NONE_WAITING, Ordering::SeqCst);
         }
     }
 
-    /// Calls open now.
+    /// A call (a stream whose request had arrived) ended on the connection.
+    fn call_ended(&self) {
+        if self.open.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle_since.store(self.now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// Calls open now: streams whose request has arrived, not ended.
     pub fn open_calls(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Streams accepted whose request has not arrived.
+    pub fn waiting_streams(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// How long no call has been open (zero while one is).
@@ -72,7 +145,24 @@ impl Activity {
             return Duration::ZERO;
         }
         let since = self.idle_since.load(Ordering::Relaxed);
-        Duration::from_millis((self.epoch.elapsed().as_millis() as u64).saturating_sub(since))
+        Duration::from_millis(self.now_ms().saturating_sub(since))
+    }
+
+    /// Whether the connection may be reclaimed, and how it ranks; `None` while it is busy: a call
+    /// open or ended within [`RECLAIMABLE_AFTER`], or a stream waiting less than that for its
+    /// request.
+    fn reclaimable(&self) -> Option<Reclaimable> {
+        // `waiting` before `open` (see `stream_accepted`).
+        let waiting = self.waiting_streams() > 0;
+        let idle = self.idle_for();
+        if idle < RECLAIMABLE_AFTER {
+            return None;
+        }
+        if !waiting {
+            return Some(Reclaimable { silent: false, idle });
+        }
+        let waited = Duration::from_millis(self.now_ms().saturating_sub(self.waiting_since.load(Ordering::SeqCst)));
+        (waited >= RECLAIMABLE_AFTER).then_some(Reclaimable { silent: true, idle: idle.min(waited) })
     }
 
     /// Completes when a new connection has taken this one's slot: the connection should go.
@@ -87,19 +177,82 @@ impl Activity {
     }
 }
 
+/// One stream of a connection, from when it is accepted until it ends: first waiting for its
+/// request (which does not make the connection busy: a caller cannot hold a slot with streams it
+/// never sends on), then, once [`Arrival::arrived`] is called, an open call. Dropping it counts
+/// the stream out of whichever it is in.
+#[derive(Debug)]
+pub struct Arrival {
+    activity: Arc<Activity>,
+    arrived: bool,
+}
+
+impl Arrival {
+    /// The stream's request has arrived: the connection is busy until the call ends (this is
+    /// dropped). Again, it does nothing.
+    pub fn arrived(&mut self) {
+        if !self.arrived {
+            self.arrived = true;
+            self.activity.open.fetch_add(1, Ordering::SeqCst);
+            self.activity.stream_left_waiting();
+        }
+    }
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        if self.arrived {
+            self.activity.call_ended();
+        } else {
+            self.activity.stream_left_waiting();
+        }
+    }
+}
+
+/// Whose slots a connection counts against: its pool, and its uid within that pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Peer {
+    pool: Pool,
+    uid: u32,
+}
+
+/// The connections a newcomer at a limit may reclaim.
+#[derive(Clone, Copy, Debug)]
+enum Among {
+    /// Those of its pool and uid (at `limits.connections_per_uid`).
+    Peer(Peer),
+    /// The scoped sockets' (a scoped newcomer never takes the main socket's slots).
+    Scoped,
+    /// Any, scoped ones first (a main newcomer at `limits.connections`).
+    Any,
+}
+
+impl Among {
+    fn includes(self, peer: Peer) -> bool {
+        match self {
+            Among::Peer(among) => among == peer,
+            Among::Scoped => peer.pool == Pool::Scoped,
+            Among::Any => true,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Live {
-    uid: u32,
+    peer: Peer,
     activity: Arc<Activity>,
-    /// The connection waiting for this one's slot: its uid, and where to hand the slot.
-    heir: Option<(u32, oneshot::Sender<Admitted>)>,
+    /// The connection waiting for this one's slot: whose it is, and where to hand the slot.
+    heir: Option<(Peer, oneshot::Sender<Admitted>)>,
 }
 
 #[derive(Debug)]
 struct Open {
     total: usize,
+    /// Of `total`, the scoped sockets' connections.
+    scoped: usize,
     per_uid_limit: usize,
-    per_uid: HashMap<u32, usize>,
+    scoped_limit: usize,
+    per_uid: HashMap<Peer, usize>,
     live: HashMap<u64, Live>,
     next_id: u64,
     last_warned: Option<Instant>,
@@ -107,33 +260,65 @@ struct Open {
 }
 
 impl Open {
-    /// Registers a connection of `uid` whose slot is already counted.
-    fn register(&mut self, shared: &Arc<Mutex<Open>>, uid: u32, epoch: Instant) -> Admitted {
+    /// Counts a slot for `peer`.
+    fn take(&mut self, peer: Peer) {
+        self.total += 1;
+        if peer.pool == Pool::Scoped {
+            self.scoped += 1;
+        }
+        *self.per_uid.entry(peer).or_default() += 1;
+    }
+
+    /// Gives back a slot of `peer`.
+    fn release(&mut self, peer: Peer) {
+        self.total -= 1;
+        if peer.pool == Pool::Scoped {
+            self.scoped -= 1;
+        }
+        if let Some(count) = self.per_uid.get_mut(&peer) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_uid.remove(&peer);
+            }
+        }
+    }
+
+    /// Whether `heir` may take the slot `leaving` gives up: others of its uid or pool may have
+    /// been admitted meanwhile, and its limits still hold.
+    fn room_for(&self, heir: Peer, leaving: Peer) -> bool {
+        let uid = heir == leaving || self.per_uid.get(&heir).copied().unwrap_or(0) < self.per_uid_limit;
+        let pool = heir.pool == leaving.pool || heir.pool == Pool::Main || self.scoped < self.scoped_limit;
+        uid && pool
+    }
+
+    /// Registers a connection of `peer` whose slot is already counted.
+    fn register(&mut self, shared: &Arc<Mutex<Open>>, peer: Peer, epoch: Instant) -> Admitted {
         let id = self.next_id;
         self.next_id += 1;
         let activity = Arc::new(Activity::new(epoch));
-        self.live.insert(id, Live { uid, activity: activity.clone(), heir: None });
-        Admitted { open: shared.clone(), id, uid, activity }
+        self.live.insert(id, Live { peer, activity: activity.clone(), heir: None });
+        Admitted { open: shared.clone(), id, peer, activity }
     }
 
-    /// The connection to reclaim for a newcomer of `uid` (`None`: any uid): the longest idle of
-    /// those idle for [`RECLAIMABLE_AFTER`] and not already reclaimed.
-    fn victim(&self, uid: Option<u32>) -> Option<u64> {
+    /// The connection to reclaim for a newcomer that may take those `among`: of those that may
+    /// be reclaimed and are not already, scoped ones first (for `Among::Any`), then those
+    /// holding streams whose request never came, then the longest idle.
+    fn victim(&self, among: Among) -> Option<u64> {
         self.live
             .iter()
-            .filter(|(_, live)| uid.is_none_or(|u| live.uid == u) && live.heir.is_none())
-            .map(|(id, live)| (*id, live.activity.idle_for()))
-            .filter(|(_, idle)| *idle >= RECLAIMABLE_AFTER)
-            .max_by_key(|(_, idle)| *idle)
-            .map(|(id, _)| id)
+            .filter(|(_, live)| among.includes(live.peer) && live.heir.is_none())
+            .filter_map(|(id, live)| Some((*id, live.peer.pool == Pool::Scoped, live.activity.reclaimable()?)))
+            .max_by_key(|(_, scoped, reclaimable)| (*scoped, *reclaimable))
+            .map(|(id, ..)| id)
     }
 }
 
-/// The connections open now, by uid.
+/// The connections open now, by pool and uid.
 #[derive(Debug, Clone)]
 pub struct Admission {
     open: Arc<Mutex<Open>>,
     total: usize,
+    scoped: usize,
     per_uid: usize,
     epoch: Instant,
 }
@@ -142,6 +327,8 @@ pub struct Admission {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
     Total,
+    /// The scoped sockets' pool is full.
+    Scoped,
     PerUid,
 }
 
@@ -149,6 +336,7 @@ impl Refused {
     pub fn label(self) -> &'static str {
         match self {
             Refused::Total => "limits.connections",
+            Refused::Scoped => "limits.scoped_connections",
             Refused::PerUid => "limits.connections_per_uid",
         }
     }
@@ -169,12 +357,12 @@ pub enum Admit {
 pub struct Admitted {
     open: Arc<Mutex<Open>>,
     id: u64,
-    uid: u32,
+    peer: Peer,
     activity: Arc<Activity>,
 }
 
 impl Admitted {
-    /// What the connection's calls report to the admission.
+    /// What the connection's streams report to the admission.
     pub fn activity(&self) -> &Arc<Activity> {
         &self.activity
     }
@@ -184,87 +372,96 @@ impl Drop for Admitted {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let heir = open.live.remove(&self.id).and_then(|live| live.heir);
-        if let Some((heir_uid, to)) = heir {
-            // The slot passes on: the total stays, the per-uid counts move if the uids differ.
-            // (Others of the heir's uid may have been admitted meanwhile: its limit still holds.)
-            let room = heir_uid == self.uid || open.per_uid.get(&heir_uid).copied().unwrap_or(0) < open.per_uid_limit;
-            if room {
-                release_uid(&mut open, self.uid);
-                *open.per_uid.entry(heir_uid).or_default() += 1;
-                let admitted = open.register(&self.open, heir_uid, self.activity.epoch);
+        if let Some((heir, to)) = heir {
+            // The slot passes on: the total stays, the pool and per-uid counts move if they differ.
+            if open.room_for(heir, self.peer) {
+                open.release(self.peer);
+                open.take(heir);
+                let admitted = open.register(&self.open, heir, self.activity.epoch);
                 // Sent with the lock released: a newcomer that gave up drops it, which locks.
                 drop(open);
                 let _ = to.send(admitted);
                 return;
             }
         }
-        open.total -= 1;
-        release_uid(&mut open, self.uid);
-    }
-}
-
-fn release_uid(open: &mut Open, uid: u32) {
-    if let Some(count) = open.per_uid.get_mut(&uid) {
-        *count -= 1;
-        if *count == 0 {
-            open.per_uid.remove(&uid);
-        }
+        open.release(self.peer);
     }
 }
 
 impl Admission {
-    pub fn new(total: usize, per_uid: usize) -> Admission {
+    /// At most `total` connections, `scoped` of them on the scoped sockets (kept below `total`,
+    /// as the config is validated: the main socket keeps a share), and `per_uid` from one uid
+    /// in each pool.
+    pub fn new(total: usize, scoped: usize, per_uid: usize) -> Admission {
+        let scoped = scoped.min(total.saturating_sub(1));
         let open = Open {
             total: 0,
+            scoped: 0,
             per_uid_limit: per_uid,
+            scoped_limit: scoped,
             per_uid: HashMap::new(),
             live: HashMap::new(),
             next_id: 0,
             last_warned: None,
             refused_since_warned: 0,
         };
-        Admission { open: Arc::new(Mutex::new(open)), total, per_uid, epoch: Instant::now() }
+        Admission { open: Arc::new(Mutex::new(open)), total, scoped, per_uid, epoch: Instant::now() }
     }
 
-    /// Admits a connection from `uid`: now, after an idle connection has gone, or not at all
-    /// (saying which limit it is over, and logging now and then).
-    pub fn admit(&self, uid: u32) -> Result<Admit, Refused> {
+    /// Admits a connection from `uid` on a socket of `pool`: now, after an idle connection has
+    /// gone, or not at all (saying which limit it is over, and logging now and then).
+    pub fn admit(&self, pool: Pool, uid: u32) -> Result<Admit, Refused> {
+        let peer = Peer { pool, uid };
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let of_uid = open.per_uid.get(&uid).copied().unwrap_or(0);
-        // At the per-uid limit only that uid's connections may make room; at the total, any.
+        let of_uid = open.per_uid.get(&peer).copied().unwrap_or(0);
+        // At the per-uid limit only that uid's connections (in its pool) may make room; at a
+        // pool's limit or the total, any uid's, but a scoped newcomer's only among the scoped.
         let at_limit = if of_uid >= self.per_uid {
-            Some((Refused::PerUid, Some(uid)))
+            Some((Refused::PerUid, Among::Peer(peer)))
+        } else if pool == Pool::Scoped && open.scoped >= self.scoped {
+            Some((Refused::Scoped, Among::Scoped))
         } else if open.total >= self.total {
-            Some((Refused::Total, None))
+            let among = match pool {
+                Pool::Main => Among::Any,
+                Pool::Scoped => Among::Scoped,
+            };
+            Some((Refused::Total, among))
         } else {
             None
         };
         let Some((limit, among)) = at_limit else {
-            open.total += 1;
-            *open.per_uid.entry(uid).or_default() += 1;
-            let admitted = open.register(&self.open, uid, self.epoch);
+            open.take(peer);
+            let admitted = open.register(&self.open, peer, self.epoch);
             return Ok(Admit::Now(admitted));
         };
         if let Some(victim) = open.victim(among) {
             let (to, from) = oneshot::channel();
-            let live = open.live.get_mut(&victim).expect("the victim is live");
-            live.heir = Some((uid, to));
-            live.activity.reclaimed.store(true, Ordering::Release);
-            live.activity.reclaim.notify_one();
-            tracing::debug!(uid, limit = limit.label(), "an idle connection makes room for a new one: GOAWAY");
-            return Ok(Admit::After(from, limit));
+            if let Some(live) = open.live.get_mut(&victim) {
+                live.heir = Some((peer, to));
+                live.activity.reclaimed.store(true, Ordering::Release);
+                live.activity.reclaim.notify_one();
+                tracing::debug!(
+                    uid,
+                    pool = pool.name(),
+                    limit = limit.label(),
+                    "an idle connection makes room for a new one: GOAWAY"
+                );
+                return Ok(Admit::After(from, limit));
+            }
         }
         open.refused_since_warned += 1;
         if open.last_warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             let (bound, count) = match limit {
                 Refused::Total => (self.total, open.total),
+                Refused::Scoped => (self.scoped, open.scoped),
                 Refused::PerUid => (self.per_uid, of_uid),
             };
             tracing::warn!(
                 uid,
+                pool = pool.name(),
                 open = count,
                 refused = open.refused_since_warned,
-                "closing new connections: {} ({bound}) reached, every connection at it busy",
+                "closing new connections: {} ({bound}) reached, every connection it may reclaim busy",
                 limit.label()
             );
             open.last_warned = Some(Instant::now());
@@ -275,106 +472,4 @@ impl Admission {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn now(admit: Result<Admit, Refused>) -> Admitted {
-        match admit {
-            Ok(Admit::Now(admitted)) => admitted,
-            other => panic!("expected a free slot, got {other:?}"),
-        }
-    }
-
-    /// An admission whose clock started a minute ago, so that connections can be made to look
-    /// idle for up to a minute.
-    fn admission(total: usize, per_uid: usize) -> Admission {
-        let epoch = Instant::now().checked_sub(Duration::from_secs(60)).expect("a minute back");
-        Admission { epoch, ..Admission::new(total, per_uid) }
-    }
-
-    /// Makes `admitted` look idle since `at_ms` of the minute (0: a minute).
-    fn idle_since(admitted: &Admitted, at_ms: u64) {
-        admitted.activity.idle_since.store(at_ms, Ordering::Relaxed);
-    }
-
-    #[test]
-    fn slots_are_counted_per_uid_and_in_all_and_given_back() {
-        let admission = admission(3, 2);
-        let a = now(admission.admit(1));
-        let b = now(admission.admit(1));
-        // Both are busy (just admitted, within RECLAIMABLE_AFTER): refused.
-        assert_eq!(admission.admit(1).unwrap_err(), Refused::PerUid);
-        let c = now(admission.admit(2));
-        assert_eq!(admission.admit(3).unwrap_err(), Refused::Total);
-        drop(a);
-        let _d = now(admission.admit(1));
-        drop((b, c));
-    }
-
-    #[test]
-    fn a_new_connection_takes_the_slot_of_the_longest_idle_one_of_its_uid() {
-        let admission = admission(10, 2);
-        let (a, b) = (now(admission.admit(1)), now(admission.admit(1)));
-        idle_since(&a, 0);
-        idle_since(&b, 10_000);
-        a.activity.call_began();
-        // a is busy now; b is the one reclaimed.
-        let Ok(Admit::After(mut slot, Refused::PerUid)) = admission.admit(1) else { panic!("b should be reclaimed") };
-        assert!(b.activity.reclaimed.load(Ordering::Acquire));
-        assert!(!a.activity.reclaimed.load(Ordering::Acquire));
-        assert!(slot.try_recv().is_err(), "the slot passes only once b has closed");
-        // b is being reclaimed and a is busy: a fourth waits for nothing, it is refused.
-        assert_eq!(admission.admit(1).unwrap_err(), Refused::PerUid);
-        drop(b);
-        let c = slot.try_recv().expect("b's slot passed on");
-        assert_eq!(c.uid, 1);
-        let open = admission.open.lock().unwrap();
-        assert_eq!((open.total, open.per_uid[&1], open.live.len()), (2, 2, 2));
-        drop(open);
-        drop((a, c));
-        let open = admission.open.lock().unwrap();
-        assert_eq!((open.total, open.per_uid.len(), open.live.len()), (0, 0, 0));
-    }
-
-    #[test]
-    fn at_the_total_any_uids_idle_connection_makes_room_and_the_counts_move() {
-        let admission = admission(2, 2);
-        let a = now(admission.admit(1));
-        let b = now(admission.admit(2));
-        b.activity.call_began();
-        idle_since(&a, 0);
-        let Ok(Admit::After(mut slot, Refused::Total)) = admission.admit(3) else { panic!("a should be reclaimed") };
-        drop(a);
-        let c = slot.try_recv().expect("a's slot passed on");
-        let open = admission.open.lock().unwrap();
-        assert_eq!(open.total, 2);
-        assert_eq!((open.per_uid.get(&1), open.per_uid[&2], open.per_uid[&3]), (None, 1, 1));
-        drop(open);
-        drop((b, c));
-    }
-
-    #[test]
-    fn a_newcomer_that_gave_up_leaves_the_slot_free() {
-        let admission = admission(1, 1);
-        let a = now(admission.admit(1));
-        idle_since(&a, 0);
-        let Ok(Admit::After(slot, _)) = admission.admit(1) else { panic!("a should be reclaimed") };
-        drop(slot);
-        drop(a);
-        let open = admission.open.lock().unwrap();
-        assert_eq!((open.total, open.per_uid.len(), open.live.len()), (0, 0, 0));
-    }
-
-    #[test]
-    fn a_run_of_refusals_is_logged_once_and_counted_for_the_next_warning() {
-        let admission = admission(1, 1);
-        let _held = now(admission.admit(1));
-        for _ in 0..4 {
-            assert_eq!(admission.admit(1).unwrap_err(), Refused::PerUid);
-        }
-        let open = admission.open.lock().unwrap();
-        // The first refusal was logged; the next three wait, counted, for the next warning.
-        assert!(open.last_warned.is_some());
-        assert_eq!(open.refused_since_warned, 3);
-    }
-}
+mod tests;

@@ -3,7 +3,8 @@
 //!
 //! - [`serve`]: the listening socket's connections, HTTP/2 through the front door, each stream
 //!   a task, each connection watched (keepalive, idleness, reset floods); drain on shutdown.
-//! - [`admission`]: how many connections, in all and per uid.
+//! - [`admission`]: how many connections, in all, per pool (the main socket, the scoped ones)
+//!   and per uid; a stream is busy once its request has arrived.
 //! - [`upstream`]: an HTTP/2 connection to the runtime (each client connection has its own).
 //! - [`answer`]: the caller's side of one call, sent as the caller's flow control allows.
 //! - [`message`]: gRPC's length-prefixed messages: a request gathered, an answer metered or cut.

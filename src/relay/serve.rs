@@ -1,7 +1,10 @@
 //! The listening side: accepts connections (within the connection limits, see
-//! [`super::admission`]: at a limit an idle connection is sent away to make room), speaks HTTP/2 on each through the front door, and hands every stream to
-//! what it serves ([`Calls`]: the forwarder) as a task of its own; on shutdown, drains. It knows
-//! connections and HTTP/2, not what a call means.
+//! [`super::admission`]: the main socket keeps a share the scoped sockets cannot take, and at a
+//! limit an idle connection is sent away to make room), speaks HTTP/2 on each through the front
+//! door, and hands every stream to what it serves ([`Calls`]: the forwarder) as a task of its
+//! own, with an [`Arrival`] it marks once the stream's request has arrived (until then the
+//! stream does not make its connection busy); on shutdown, drains. It knows connections and
+//! HTTP/2, not what a call means.
 //!
 //! Each connection is watched: a PING every `limits.keepalive` that must be answered within
 //! `limits.keepalive_timeout` (a peer that stopped reading is cut off), GOAWAY after
@@ -9,7 +12,7 @@
 //! cancels more than `limits.resets_per_minute` calls (each cancelled call opened a stream to the
 //! runtime: a reset flood is work for both).
 
-use super::admission::{Activity, Admission, Admit, Admitted};
+use super::admission::{Activity, Admission, Admit, Admitted, Pool};
 use crate::budget::Charge;
 use crate::config::Limits;
 use crate::front_door::FrontDoor;
@@ -26,6 +29,8 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+pub use super::admission::Arrival;
 
 /// How long a new connection may take to send the HTTP/2 preface and settings (every client
 /// sends them at once).
@@ -51,19 +56,23 @@ pub trait Calls: Send + Sync + 'static {
     fn connected(&self, stream: &UnixStream) -> (Arc<Self::Connection>, Charge);
 
     /// Serves one call to its end; true when the caller cancelled it (reset its stream).
+    /// `arrival` is told when the call's request has arrived (until then the stream does not
+    /// make the connection busy), and kept to the call's end.
     fn call(
         self: Arc<Self>,
         connection: Arc<Self::Connection>,
         request: http::Request<RecvStream>,
         respond: SendResponse<Bytes>,
+        arrival: Arrival,
     ) -> impl Future<Output = bool> + Send;
 
     /// A connection was closed at once by the limit named (`limits.connections`, …).
     fn refused(&self, limit: &'static str);
 }
 
-/// Serves each listener's `calls` (one socket per policy: the main socket and the scoped ones,
-/// under the same connection limits), answering each of `heartbeats` as it turns, until
+/// Serves each listener's `calls` (one socket per policy: the main socket first, then the scoped
+/// ones, which share a pool of at most `limits.scoped_connections` connections; see
+/// [`super::admission`]), answering each of `heartbeats` as it turns, until
 /// `shutdown` completes; then tells every client to go away (HTTP/2 GOAWAY) and lets calls in
 /// flight finish for up to [`DRAIN_TIMEOUT`]; a client that holds its connection longer is cut off.
 pub async fn serve<C: Calls>(
@@ -74,7 +83,7 @@ pub async fn serve<C: Calls>(
 ) -> std::io::Result<()> {
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
-    let admission = Admission::new(limits.connections, limits.connections_per_uid);
+    let admission = Admission::new(limits.connections, limits.scoped_connections, limits.connections_per_uid);
     let mut next_socket = 0;
     tokio::pin!(shutdown);
     loop {
@@ -85,9 +94,10 @@ pub async fn serve<C: Calls>(
             (socket, accepted) = accept_any(&listeners, &mut next_socket) => match accepted {
                 Ok((stream, _)) => {
                     let calls = listeners[socket].1.clone();
+                    let pool = if socket == 0 { Pool::Main } else { Pool::Scoped };
                     // The uid alone first (one getsockopt): a refused peer costs no /proc read.
                     let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
-                    match admission.admit(uid) {
+                    match admission.admit(pool, uid) {
                         Ok(Admit::Now(admitted)) => {
                             connections.spawn(connection(stream, admitted, calls, limits, stopping.clone()));
                         }
@@ -152,7 +162,8 @@ fn accept_any<'a, C>(
 
 /// What a connection's calls report to it.
 struct OpenCalls {
-    /// Calls open, and since when none is (the admission reads it too).
+    /// Calls open, streams waiting for their request, and since when no call is open (the
+    /// admission reads it too).
     activity: Arc<Activity>,
     /// Calls the client cancelled in the current minute.
     resets: AtomicU32,
@@ -231,11 +242,12 @@ async fn terminated<C: Calls, T>(
         tokio::select! {
             next = connection.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    open.activity.call_began();
+                    // Waiting for its request, not yet a call: told by the call when it arrives,
+                    // counted out when the task ends (also when it is aborted).
+                    let arrival = open.activity.stream_accepted();
                     let (calls, client, open) = (calls.clone(), client.clone(), open.clone());
                     tokio::spawn(async move {
-                        let _open = Open(&open);
-                        let reset = calls.call(client, request, respond).await;
+                        let reset = calls.call(client, request, respond, arrival).await;
                         if reset && open.resets.fetch_add(1, Ordering::Relaxed) + 1 == limits.resets_per_minute {
                             open.too_many_resets.notify_one();
                         }
@@ -264,8 +276,9 @@ async fn terminated<C: Calls, T>(
             }
             () = &mut reclaimed, if reclaimed_by.is_none() => {
                 // A new connection takes this one's slot. Idle, it is told at once which calls
-                // were seen (none since, so a client retries any it sent meanwhile elsewhere);
-                // a call that raced in may finish within the grace.
+                // were seen (none since, so a client retries any it sent meanwhile elsewhere),
+                // and streams still waiting for their request end with it; a call that raced
+                // in may finish within the grace.
                 tracing::debug!("an idle connection makes room for a new one at a connection limit: GOAWAY");
                 if open.activity.open_calls() == 0 {
                     connection.abrupt_shutdown(h2::Reason::NO_ERROR);
@@ -295,15 +308,6 @@ async fn terminated<C: Calls, T>(
                 connection.graceful_shutdown();
             }
         }
-    }
-}
-
-/// A call open on a connection, until dropped (also when its task is aborted).
-struct Open<'a>(&'a OpenCalls);
-
-impl Drop for Open<'_> {
-    fn drop(&mut self) {
-        self.0.activity.call_ended();
     }
 }
 
