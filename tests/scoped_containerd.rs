@@ -66,8 +66,14 @@ struct Setup {
 
 impl Setup {
     async fn start(build: Build, socket_name: &str, policy: Policy) -> Setup {
+        Setup::start_for(build, socket_name, |_| policy).await
+    }
+
+    /// As `start`, the policy made once containerd runs (its directories known).
+    async fn start_for(build: Build, socket_name: &str, policy: impl FnOnce(&Containerd) -> Policy) -> Setup {
         containerd_support::require_prerequisites();
         let ctd = Containerd::start_build(build).await;
+        let policy = policy(&ctd);
         let dir = common::TempDir::new("scoped-ctd");
         let scoped = dir.path(socket_name);
         let mut config = common::config(&dir, &ctd.socket, None);
@@ -669,4 +675,151 @@ async fn crictl_in_a_real_pods_container_cgroup_is_held_to_its_pod() {
         setup.stop().await;
         drop(cgroups);
     }
+}
+
+/// The fields of a container's process that show how it is confined: its seccomp mode (2: a
+/// filter) and whether `/proc/sys` is mounted read-only, from inside it (ExecSync through the
+/// main socket, as `kubectl exec` would).
+async fn confinement(setup: &Setup, container: &str) -> (String, bool) {
+    let exec = |cmd: &[&str]| v1::ExecSyncRequest {
+        container_id: container.into(),
+        cmd: cmd.iter().map(|c| c.to_string()).collect(),
+        timeout: 10,
+    };
+    let mut main = setup.main();
+    let status = main.exec_sync(exec(&["grep", "^Seccomp:", "/proc/self/status"])).await.expect("ExecSync");
+    let seccomp =
+        String::from_utf8_lossy(&status.into_inner().stdout).split_whitespace().nth(1).unwrap_or("").to_string();
+    let mounts = main.exec_sync(exec(&["cat", "/proc/self/mountinfo"])).await.expect("ExecSync").into_inner();
+    let mounts = String::from_utf8_lossy(&mounts.stdout).into_owned();
+    // A mountinfo line: id parent major:minor root mount-point options …
+    let read_only = mounts.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(4) == Some(&"/proc/sys") && fields.get(5).is_some_and(|o| o.split(',').any(|o| o == "ro"))
+    });
+    (seccomp, read_only)
+}
+
+/// Issue 47, findings 2–4 and 7, with containerd 2.4.2 applying what it is sent. crictl 1.37 in
+/// pod A's container's real cgroup, on a pod-scoped socket whose `host_paths` are a directory of
+/// the test's and containerd's pod log directory:
+/// - a create with no security context at all (no `/proc` lists, no seccomp profile), whose
+///   `sandbox_config` names pod B's cgroup parent, makes a container that finds `/proc/sys`
+///   read-only, runs under a seccomp filter, and runs in pod A's cgroup: before the fix,
+///   containerd applied no lists (`/proc/sys` writable: `core_pattern` runs a command as host
+///   root), no seccomp, and put it in B's cgroup;
+/// - a mount whose host path under `host_paths` passes a planted symlink to `/`, a log path
+///   whose directory is such a symlink, and a checkpoint written through one are refused, and
+///   nothing of the host outside `host_paths` is seen; so is a mount below what another
+///   container mounts read-write (it could plant the symlink after the check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_scoped_create_gets_what_baseline_allows_as_containerd_applies_it() {
+    let build = Build::V2_4;
+    let uid = |n: u8| format!("{:08x}-c0de-4000-8000-0000000047{n:02x}", std::process::id());
+    let (uid_a, uid_b) = (uid(0xa), uid(0xb));
+    let parent = |uid: &str| format!("/kubepods/besteffort/pod{uid}");
+    let cgroups = KubeletCgroups::claim(&[&uid_a, &uid_b]);
+    let dir = common::TempDir::new("scoped-47");
+    let host = dir.path("host");
+    std::fs::create_dir_all(host.join("data")).unwrap();
+    std::fs::create_dir_all(host.join("shared/sub")).unwrap();
+    // The escape a container of the node would plant: a symlink to the host's root.
+    std::os::unix::fs::symlink("/", host.join("data/x")).unwrap();
+    let setup = Setup::start_for(build, "pod.sock", |ctd| Policy::PodScoped {
+        host_paths: vec![host.clone(), ctd.pod_logs.clone()],
+        seccomp_profiles: Vec::new(),
+        apparmor_profiles: Vec::new(),
+    })
+    .await;
+    let context = setup.context.clone();
+    let a = kubelet_pod(&setup, &uid_a, "a", &parent(&uid_a)).await;
+    let b = kubelet_pod(&setup, &uid_b, "b", &parent(&uid_b)).await;
+    let pid = container_pid(&setup, &a.container).await;
+    let procs = cgroup_procs_of(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap());
+    let agent = Crictl::new("1.37.0", &setup.scoped, Some(procs));
+
+    // A bare create, its sandbox config naming B's cgroup parent.
+    let bare = json_file(&setup.dir, "bare.json", &container_json("bare", &uid_a, false));
+    let a_as_b = json_file(&setup.dir, "a-as-b.json", &pod_json("a", &uid_a, &parent(&uid_b)));
+    let created = agent.ok(&context, &["create", &a.id, &bare, &a_as_b]).await.trim().to_string();
+    agent.ok(&context, &["start", &created]).await;
+    let (seccomp, read_only) = confinement(&setup, &created).await;
+    eprintln!("{context}: seccomp {seccomp}, /proc/sys read-only {read_only}");
+    assert_eq!(seccomp, "2", "{context}: the container runs under a seccomp filter (RuntimeDefault)");
+    assert!(read_only, "{context}: /proc/sys is read-only in the container");
+    let pid = container_pid(&setup, &created).await;
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert!(
+        cgroup.contains(&parent(&uid_a)) && !cgroup.contains(&parent(&uid_b)),
+        "{context}: the container runs in its own pod's cgroup: {cgroup}"
+    );
+    // The kubelet's own container, for comparison: the same confinement.
+    assert_eq!(confinement(&setup, &a.container).await.0, "0", "{context}: the test's kubelet sent no profile");
+
+    // Symlinks planted under host_paths: a mount, the log file, a checkpoint.
+    let mut through_link = container_json("link", &uid_a, false);
+    through_link["mounts"] = serde_json::json!([{ "host_path": host.join("data/x/etc").to_str().unwrap(),
+        "container_path": "/host-etc", "readonly": true }]);
+    let through_link = json_file(&setup.dir, "link.json", &through_link);
+    let pod_a = json_file(&setup.dir, "pod-a.json", &pod_json("a", &uid_a, &parent(&uid_a)));
+    let said = agent.refused(&context, &["create", &a.id, &through_link, &pod_a], "pod-scoped").await;
+    assert!(said.contains("symlink"), "{context}: the refusal names the symlink: {said}");
+    let logs_of_a = setup.ctd.pod_logs.join("a");
+    std::fs::create_dir_all(&logs_of_a).unwrap();
+    std::os::unix::fs::symlink("/etc", logs_of_a.join("evil")).unwrap();
+    let mut logged = container_json("logged", &uid_a, false);
+    logged["log_path"] = "evil/passwd".into();
+    let logged = json_file(&setup.dir, "logged.json", &logged);
+    let said = agent.refused(&context, &["create", &a.id, &logged, &pod_a], "pod-scoped").await;
+    assert!(said.contains("symlink"), "{context}: {said}");
+    let export = host.join("data/x/tmp/cp.tar");
+    let said =
+        agent.refused(&context, &["checkpoint", "--export", export.to_str().unwrap(), &created], "pod-scoped").await;
+    assert!(said.contains("symlink"), "{context}: {said}");
+
+    // A directory another container may write: made through the main socket (a kubelet's
+    // hostPath volume) with a read-write mount of `shared`; a pod-scoped mount below it is refused.
+    let writer = v1::CreateContainerRequest {
+        pod_sandbox_id: b.id.clone(),
+        config: Some(v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata { name: "writer".into(), attempt: 0 }),
+            image: Some(v1::ImageSpec { image: BUSYBOX_IMAGE.into(), ..Default::default() }),
+            command: vec!["sleep".into(), "3600".into()],
+            labels: [(POD_UID_LABEL.to_string(), uid_b.clone())].into(),
+            mounts: vec![v1::Mount {
+                host_path: host.join("shared").to_str().unwrap().into(),
+                container_path: "/shared".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        sandbox_config: Some(b.config.clone()),
+    };
+    let writer = setup.main().create_container(writer).await.expect("the kubelet's create").into_inner().container_id;
+    let mut below = container_json("below", &uid_a, false);
+    below["mounts"] = serde_json::json!([{ "host_path": host.join("shared/sub").to_str().unwrap(),
+        "container_path": "/sub", "readonly": true }]);
+    let below = json_file(&setup.dir, "below.json", &below);
+    let said = agent.refused(&context, &["create", &a.id, &below, &pod_a], "pod-scoped").await;
+    assert!(said.contains("can write"), "{context}: {said}");
+    // A plain read-only mount of host_paths with no symlink and no writer is let through.
+    let mut plain = container_json("plain-mount", &uid_a, false);
+    plain["mounts"] = serde_json::json!([{ "host_path": host.join("data").to_str().unwrap(),
+        "container_path": "/data", "readonly": true }]);
+    let plain = json_file(&setup.dir, "plain-mount.json", &plain);
+    agent.ok(&context, &["create", &a.id, &plain, &pod_a]).await;
+
+    // containerd, asked directly: nothing made through the refused creates.
+    let names: BTreeSet<String> = {
+        let listed = setup.direct().list_containers(v1::ListContainersRequest::default()).await.unwrap();
+        listed.into_inner().containers.into_iter().filter_map(|c| c.metadata.map(|m| m.name)).collect()
+    };
+    for refused in ["link", "logged", "below"] {
+        assert!(!names.contains(refused), "{context}: {refused} was made: {names:?}");
+    }
+    assert!(setup.direct_containers().await.iter().any(|(id, _)| *id == writer), "{context}: the kubelet's writer");
+    setup.remove_pod(&a.id).await;
+    setup.remove_pod(&b.id).await;
+    setup.stop().await;
+    drop((cgroups, dir));
 }
