@@ -189,3 +189,70 @@ async fn pods_run_on_two_real_containerds_by_handler_and_one_going_away_is_named
     assert!(pod_ids_new(&new).await.is_empty() && pod_ids_old(&old).await.is_empty());
     bridge.stop().await;
 }
+
+/// Issue 47, finding 1, with real runtimes: containerd 2.4.2 (`old`, the handler `old`) beside
+/// containerd 1.7.24 (the default), behind a cri-bridge that has found both (their versions
+/// known) but has not yet listed a pod made on 2.4.2 since its last look (as after a restart of
+/// cri-bridge, or between two of its 15 s lists). 2.4.2 is then stopped (SIGSTOP: a runtime
+/// stuck on a lock, which accepts connections and answers nothing), and crictl asks through
+/// cri-bridge to stop the pod's container, stop the pod and remove it. Each call fails
+/// UNAVAILABLE naming `old` after cri-bridge's 10 s lookup: before the fix, the lookup's
+/// deadline was taken for "not here" and the call went to 1.7.24, which answers a Stop or Remove
+/// of an id it never held as done (CRI v1), while the pod ran on out of the kubelet's sight.
+/// Once 2.4.2 runs again, the same calls reach it, and it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_runtimes_pod_is_never_stopped_elsewhere() {
+    containerd_support::require_prerequisites();
+    let default = Containerd::start_build(Build::V1_7).await;
+    let old = Containerd::start_build(Build::V2_4).await;
+    let dir = TempDir::new("routing-stuck");
+    let routing = Routing {
+        backends: vec![common::named_backend("old", &old.socket), common::named_backend("new", &default.socket)],
+        default: 1,
+        handlers: vec![HandlerRoute { handler: "old".into(), backend: 0, as_handler: String::new() }],
+    };
+    let config = Config {
+        listen_path: dir.path("bridge.sock"),
+        backend: Endpoint::Unix(default.socket.clone()),
+        routing: Some(routing),
+        ..Config::default()
+    };
+    let bridge = Bridge::start(config).await;
+    let crictl = Crictl::new(&bridge.socket);
+    // Both backends found (and listed: nothing yet).
+    assert_eq!(crictl.ok(&["pods", "-q"]).await, "");
+    // A pod made on 2.4.2 itself, which cri-bridge has not listed since.
+    let on_old = Crictl::new(&old.socket);
+    let pod = on_old.ok(&["runp", &json_file(&dir, "p.json", &pod_json("p", &old.pod_logs))]).await;
+    let container_file = json_file(&dir, "p-app.json", &container_json("p-app"));
+    let pod_file = json_file(&dir, "p-pod.json", &pod_json("p", &old.pod_logs));
+    let container = on_old.ok(&["create", &pod, &container_file, &pod_file]).await;
+    on_old.ok(&["start", &container]).await;
+
+    let pid = old.pid().expect("containerd 2.4.2 runs").to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill").args([name, &pid]).status().expect("kill");
+        assert!(sent.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    for args in [vec!["stop", container.as_str()], vec!["stopp", pod.as_str()], vec!["rmp", "-f", pod.as_str()]] {
+        let said = crictl.fails(&args).await;
+        assert!(
+            said.contains("Unavailable")
+                && said.contains(r#"backend \"old\""#)
+                && (said.contains("cannot say") || said.contains("may hold")),
+            "crictl {args:?} while containerd 2.4.2 is stuck: {said}"
+        );
+    }
+    signal("-CONT");
+    // Nothing reached it meanwhile, nor 1.7.24: the pod runs on, where it was.
+    let mut direct = v1::runtime_service_client::RuntimeServiceClient::new(old.direct_channel());
+    let status = direct.pod_sandbox_status(v1::PodSandboxStatusRequest { pod_sandbox_id: pod.clone(), verbose: false });
+    let state = status.await.expect("containerd 2.4.2 holds the pod").into_inner().status.unwrap().state();
+    assert_eq!(state, v1::PodSandboxState::SandboxReady, "the pod was stopped by nothing");
+    assert!(pod_ids_new(&default).await.is_empty(), "1.7.24 never held a pod");
+    crictl.ok(&["stopp", &pod]).await;
+    crictl.ok(&["rmp", &pod]).await;
+    assert!(pod_ids_new(&old).await.is_empty(), "stopped and removed where it ran");
+    bridge.stop().await;
+}

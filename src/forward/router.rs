@@ -105,7 +105,7 @@ impl Forwarder {
         let asked = order.iter().map(|&index| {
             let request = &request;
             async move {
-                let answer = self.ask(session, index, method, request).await;
+                let answer = self.ask_within(session, index, method, request).await;
                 let runtime = self.runtime_name(index).await;
                 let said = answer.as_ref().map(|_| ()).map_err(|status| (status.code(), status.message()));
                 (holds::holding(&runtime, id, said), answer.err())
@@ -144,9 +144,25 @@ impl Forwarder {
         Error::OwnerUnknown { rpc: rpc.name(), backend, id: id.to_string(), code, detail }.into()
     }
 
+    /// [`Forwarder::ask`], bounded whole by [`super::LOOKUP_TIMEOUT`]: a runtime that accepts the
+    /// connection and answers nothing (stopped, stuck on a lock) is "cannot know" in time.
+    async fn ask_within(
+        &self,
+        session: &Session,
+        index: usize,
+        method: &str,
+        request: &[u8],
+    ) -> Result<bytes::Bytes, Status> {
+        let asked = tokio::time::timeout(super::LOOKUP_TIMEOUT, self.ask(session, index, method, request)).await;
+        asked.unwrap_or_else(|_| {
+            Err(Status::deadline_exceeded(format!("it did not answer {method} within {:?}", super::LOOKUP_TIMEOUT)))
+        })
+    }
+
     /// The `Version.runtime_name` backend `index` reported (empty when it is away).
     async fn runtime_name(&self, index: usize) -> String {
-        let found = self.backends[index].runtime.version().await;
+        let found = tokio::time::timeout(super::LOOKUP_TIMEOUT, self.backends[index].runtime.version()).await;
+        let Ok(found) = found else { return String::new() };
         found.map(|found| found.profile.runtime.runtime_name.clone()).unwrap_or_default()
     }
 
@@ -163,7 +179,7 @@ impl Forwarder {
         let request = v1::ListPodSandboxRequest::default().encode_to_vec();
         let (mut found_on, mut unknown) = (None, None);
         for index in router.order() {
-            let listed = self.ask(session, index, "ListPodSandbox", &request).await;
+            let listed = self.ask_within(session, index, "ListPodSandbox", &request).await;
             let listed = match listed.map(v1::ListPodSandboxResponse::decode) {
                 Ok(Ok(listed)) => listed,
                 Ok(Err(_)) => {

@@ -109,6 +109,7 @@ impl MemoryRuntime {
     }
 
     pub fn create_container(&self, req: v1::CreateContainerRequest) -> Result<v1::CreateContainerResponse, Status> {
+        let sandbox_config = req.sandbox_config;
         let config = req.config.ok_or_else(|| missing("config"))?;
         let metadata = config.metadata.as_ref().ok_or_else(|| missing("config.metadata"))?;
         if metadata.name.is_empty() {
@@ -166,6 +167,7 @@ impl MemoryRuntime {
             user: v1::ContainerUser { linux: Some(user) },
             log_path,
             pid: 0,
+            sandbox_config,
         });
         self.emit(state.event(&sandbox_id, &id, v1::ContainerEventType::ContainerCreatedEvent));
         Ok(v1::CreateContainerResponse { container_id: id })
@@ -234,9 +236,17 @@ impl MemoryRuntime {
         let container = state.container(&req.container_id)?;
         let mut info = HashMap::new();
         if req.verbose {
-            // The seccomp profile it was created with, as a runtime's verbose info shows its spec.
+            // The seccomp profile it was created with, and the /proc paths masked and read-only,
+            // as a runtime's verbose info shows its spec.
             let context = container.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
             let seccomp = context.and_then(|c| c.seccomp.as_ref()).map(|p| format!("{p:?}")).unwrap_or_default();
+            #[allow(deprecated)]
+            let seccomp_path = context.map(|c| c.seccomp_profile_path.as_str()).unwrap_or_default();
+            let list = |paths: Option<&Vec<String>>| {
+                paths.into_iter().flatten().map(|p| json_string(p)).collect::<Vec<_>>().join(",")
+            };
+            let masked = list(context.map(|c| &c.masked_paths));
+            let readonly = list(context.map(|c| &c.readonly_paths));
             // And its environment, as containerd's spec in the info holds it (secrets included).
             let envs: Vec<String> = container
                 .config
@@ -244,13 +254,20 @@ impl MemoryRuntime {
                 .iter()
                 .map(|e| json_string(&format!("{}={}", e.key, String::from_utf8_lossy(&e.value))))
                 .collect();
+            // And the sandbox config its create carried, as containerd records a sandbox's.
+            let sandbox_config = container.sandbox_config.as_ref().map_or(serde_json::Value::Null, recorded_config);
             let json = format!(
-                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{},\"seccomp\":{},\"env\":[{}]}}",
+                "{{\"sandboxID\":{},\"pid\":{},\"logPath\":{},\"seccomp\":{},\"seccompProfilePath\":{},\
+                 \"maskedPaths\":[{}],\"readonlyPaths\":[{}],\"env\":[{}],\"sandboxConfig\":{}}}",
                 json_string(&container.sandbox_id),
                 container.pid,
                 json_string(&container.log_path),
                 json_string(&seccomp),
-                envs.join(",")
+                json_string(seccomp_path),
+                masked,
+                readonly,
+                envs.join(","),
+                sandbox_config
             );
             info.insert("info".to_string(), json);
         }

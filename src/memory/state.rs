@@ -104,6 +104,9 @@ pub(super) struct Container {
     pub(super) user: v1::ContainerUser,
     pub(super) log_path: String,
     pub(super) pid: u32,
+    /// The `sandbox_config` its `CreateContainer` carried (a runtime reads the pod's cgroup
+    /// parent, annotations and log directory from it); verbose `ContainerStatus` shows it.
+    pub(super) sandbox_config: Option<v1::PodSandboxConfig>,
 }
 
 impl MemoryRuntime {

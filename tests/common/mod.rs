@@ -83,12 +83,19 @@ pub struct Bridge {
 
 impl Bridge {
     pub async fn start(config: Config) -> Bridge {
+        Bridge::start_within(config, Duration::from_secs(2)).await
+    }
+
+    /// As `start`, waiting up to `wait` for the socket (a backend that answers nothing holds
+    /// the start for the cgroup driver check's 5 s).
+    #[allow(dead_code)]
+    pub async fn start_within(config: Config, wait: Duration) -> Bridge {
         let socket = config.listen_path.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(cri_bridge::run(config, async {
             let _ = stopped.await;
         }));
-        wait_for_socket(&socket).await;
+        wait_for_socket_within(&socket, wait).await;
         Bridge { socket, stop: Some(stop), task }
     }
 
@@ -145,13 +152,18 @@ pub fn channel(socket: &Path) -> tonic::transport::Channel {
 }
 
 pub async fn wait_for_socket(path: &Path) {
-    for _ in 0..200 {
+    wait_for_socket_within(path, Duration::from_secs(2)).await
+}
+
+pub async fn wait_for_socket_within(path: &Path, wait: Duration) {
+    let deadline = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < deadline {
         if tokio::net::UnixStream::connect(path).await.is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("nothing listens on {} after 2 s", path.display());
+    panic!("nothing listens on {} after {wait:?}", path.display());
 }
 
 /// Converts `message` (named `name`) from one version to another through the byte-level route

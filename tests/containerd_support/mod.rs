@@ -302,6 +302,11 @@ impl Containerd {
         self.child = Some(child);
     }
 
+    /// The containerd process's pid (tests: SIGSTOP it, as a runtime stuck on a lock).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL, as a crash or the OOM killer ends it: calls in flight unanswered, its socket file
     /// left behind, its shims running on.
     pub fn kill(&mut self) {
