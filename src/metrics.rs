@@ -105,6 +105,7 @@ impl Metrics {
             ("limits.buffer_mib", count(limits.buffer_bytes)),
             ("limits.connections", count(limits.connections)),
             ("limits.connections_per_uid", count(limits.connections_per_uid)),
+            ("limits.scoped_connections", count(limits.scoped_connections)),
         ] {
             configured.get_or_create(&LimitLabels { limit }).set(value);
         }

@@ -269,6 +269,8 @@ async fn the_series_arrive_and_a_refused_call_and_a_restart_fire_their_alerts() 
         ("limits.buffer_mib", (BUFFER_MIB << 20) as f64),
         ("limits.connections", CONNECTIONS as f64),
         ("limits.connections_per_uid", 256.0),
+        // A quarter of limits.connections, by default.
+        ("limits.scoped_connections", (CONNECTIONS / 4).max(1) as f64),
     ];
     assert_eq!(limits, configured.map(|(k, v)| (k.to_string(), v)), "in bytes for the buffer, else a count");
 
