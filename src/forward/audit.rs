@@ -47,37 +47,28 @@ pub(super) fn record(rpc: Rpc, client: &Client, named: &Named, code: Code) {
     if !(named.denied || access::mutates(rpc.info.method)) {
         return;
     }
-    let Identity { pid, uid, gid, exe, pod_uid, container_id } = &client.identity;
-    tracing::info!(
-        target: "audit",
-        socket = %client.access.socket,
-        rpc = %rpc.name(),
-        version = rpc.version.as_str(),
-        sandbox = named.sandbox.as_deref().unwrap_or(""),
-        container = named.container.as_deref().unwrap_or(""),
-        outcome = if named.denied { "denied" } else { code_name(code) },
-        caller_exe = %exe,
-        caller_pid = pid.unwrap_or(0),
-        caller_uid = uid,
-        caller_gid = gid,
-        caller_pod = pod_uid.as_deref().unwrap_or(""),
-        caller_container = container_id.as_deref().unwrap_or(""),
-        "audit"
-    );
+    let outcome = if named.denied { "denied" } else { code_name(code) };
+    let ids = (named.sandbox.as_deref().unwrap_or(""), named.container.as_deref().unwrap_or(""));
+    line(client, &rpc.name(), rpc.version.as_str(), ids, outcome);
 }
 
 /// Records a denied call of cri-bridge's own (`path`: `cri_bridge.Bridge/Callers`), as any
 /// denial is.
 pub(super) fn record_own_call_denied(path: &str, client: &Client) {
+    line(client, path, "", ("", ""), "denied");
+}
+
+/// One audit line: who called, on which socket, what, naming which sandbox and container ids.
+fn line(client: &Client, rpc: &str, version: &str, (sandbox, container): (&str, &str), outcome: &str) {
     let Identity { pid, uid, gid, exe, pod_uid, container_id } = &client.identity;
     tracing::info!(
         target: "audit",
         socket = %client.access.socket,
-        rpc = %path,
-        version = "",
-        sandbox = "",
-        container = "",
-        outcome = "denied",
+        rpc = %rpc,
+        version,
+        sandbox,
+        container,
+        outcome,
         caller_exe = %exe,
         caller_pid = pid.unwrap_or(0),
         caller_uid = uid,

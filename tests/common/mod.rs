@@ -2,6 +2,7 @@
 //! on another, both in a fresh temporary directory.
 #![allow(dead_code)]
 
+pub mod pod_cgroup;
 pub mod process;
 
 use cri_bridge::config::{Config, Endpoint};
