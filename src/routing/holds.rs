@@ -10,7 +10,7 @@
 //! | runtime (`Version.runtime_name`) | answer for an id it does not hold | source |
 //! | --- | --- | --- |
 //! | `containerd` 1.4–2.x | `NOT_FOUND` | the CRI plugin's sandbox and container stores return `errdefs.ErrNotFound`, turned into the code by `errgrpc`/`errdefs.ToGRPC` |
-//! | `cri-o` | `NOT_FOUND` | `server/sandbox_status.go`, `server/container_status.go`: `status.Errorf(codes.NotFound, …)` |
+//! | `cri-o` | `NOT_FOUND` | `server/sandbox_status.go`, `server/container_status.go`: `status.Errorf(codes.NotFound, …)` (CRI-O is not served by the Go module proxy here: read from its published source, not checked against a build) |
 //! | `docker` (cri-dockerd 0.4.3) | `UNKNOWN`, `… No such container: <id>` | `core/sandbox_status.go`, `core/container_status.go` return Docker's inspect error as it came (the pattern is `libdocker.IsContainerNotFoundError`'s) |
 //! | `cri-bridge-memory` | `NOT_FOUND` | `src/memory` |
 //! | any other | `NOT_FOUND` | the CRI's own convention; nothing else is taken for "not here" |
