@@ -46,12 +46,14 @@ impl Forwarder {
         let mut named = pod::other_containers(rpc.info, request).into_iter().map(Owner::Container).collect::<Vec<_>>();
         named.push(pod::owner(rpc.version, rpc.info, request));
         let mut recorded = None;
+        // Only a create needs the sandbox's recorded config (verbose info, heavier to answer).
+        let create = rpc.info.method == "CreateContainer";
         for owner in named {
             let sandbox = match owner {
                 Owner::Nothing => continue,
-                Owner::Sandbox(id) => self.sandbox_record(session, backend, &id).await,
+                Owner::Sandbox(id) => self.sandbox_record(session, backend, &id, create).await,
                 Owner::Container(id) => match self.sandbox_of(session, backend, &id).await {
-                    Some(sandbox) => self.sandbox_record(session, backend, &sandbox).await,
+                    Some(sandbox) => self.sandbox_record(session, backend, &sandbox, create).await,
                     None => None,
                 },
             };
@@ -171,18 +173,19 @@ impl Forwarder {
     }
 
     /// The pod UID of a sandbox (`PodSandboxStatus`'s metadata, which the kubelet set from the
-    /// pod), and the sandbox's config as the runtime recorded it, where its verbose info shows
-    /// it (containerd's `info.config`), as the runtime says.
+    /// pod), and with `config`, the sandbox's config as the runtime recorded it, where its
+    /// verbose info shows it (containerd's `info.config`), as the runtime says.
     async fn sandbox_record(
         &self,
         session: &Session,
         backend: (usize, CriVersion),
         sandbox: &str,
+        config: bool,
     ) -> Option<(String, Option<Value>)> {
         if sandbox.is_empty() {
             return None;
         }
-        let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: true };
+        let request = v1::PodSandboxStatusRequest { pod_sandbox_id: sandbox.to_string(), verbose: config };
         let answer = self.ask(session, backend.0, "PodSandboxStatus", &request.encode_to_vec()).await.ok()?;
         let response = v1::PodSandboxStatusResponse::decode(answer).ok()?;
         let uid = response.status?.metadata?.uid;
