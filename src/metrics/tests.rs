@@ -70,13 +70,20 @@ fn the_build_is_one_series_naming_the_version() {
 
 #[test]
 fn the_limits_are_the_configured_ones_in_the_unit_of_what_they_bound() {
-    let limits = Limits { buffer_bytes: 48 << 20, connections: 10, connections_per_uid: 3, ..Limits::default() };
+    let limits = Limits {
+        buffer_bytes: 48 << 20,
+        connections: 10,
+        connections_per_uid: 3,
+        scoped_connections: 2,
+        ..Limits::default()
+    };
     let text = scrape(&Metrics::new(&limits));
     assert_described(&text, "cri_bridge_limit", "gauge");
     assert_eq!(value(&text, "cri_bridge_limit{limit=\"limits.buffer_mib\"}"), 50_331_648.0, "48 MiB, in bytes");
     assert_eq!(value(&text, "cri_bridge_limit{limit=\"limits.connections\"}"), 10.0);
     assert_eq!(value(&text, "cri_bridge_limit{limit=\"limits.connections_per_uid\"}"), 3.0);
-    assert_eq!(text.lines().filter(|l| l.starts_with("cri_bridge_limit{")).count(), 3, "{text}");
+    assert_eq!(value(&text, "cri_bridge_limit{limit=\"limits.scoped_connections\"}"), 2.0);
+    assert_eq!(text.lines().filter(|l| l.starts_with("cri_bridge_limit{")).count(), 4, "{text}");
     // The series each bounds, beside it.
     assert_described(&text, "cri_bridge_buffered_bytes", "gauge");
 
