@@ -118,6 +118,7 @@ async fn containerd_for_critest(build: Build) -> Containerd {
         images,
         mirrored_hosts: lookalikes::MIRRORED_HOSTS.to_vec(),
         sandbox_image: Some(lookalikes::SANDBOX_IMAGE),
+        ..Extras::default()
     };
     Containerd::start_extended(build, Options::default(), extras).await
 }

@@ -138,6 +138,131 @@ pub fn critest_images(scratch: &Path) -> Vec<Image> {
     images
 }
 
+/// The images Kubernetes' node end-to-end suite (1.37) runs, under the repositories and tags its
+/// image manifest names (`test/utils/image/manifest.go`), for the test registry that the suite's
+/// `KUBE_TEST_REPO_LIST` points at. `agnhost` is the real program, built from the same module as
+/// the suite (`tools/build-node-e2e.sh`), with its image's `/uploads`, `agnhost-2` link and
+/// `user-defined-in-image` (uid 1000, in group 50000), on busybox rather than alpine (whose bash
+/// and curl it adds: shell stand-ins `BASH` and `CURL`, busybox's applets for the rest); the
+/// busybox images are
+/// Debian's busybox-static; `nonroot` is busybox run as uid 1234 (its Dockerfile). Look-alikes,
+/// where the real program is C with no source in the module proxy: `pause` (a Go program that
+/// waits for SIGTERM), `nonewprivs` (a set-user-ID Go program printing its effective uid), nginx
+/// (busybox httpd on port 80 under nginx's name), kitten/nautilus (agnhost with their page) and
+/// glibc-dns-testing (busybox; the real one is Debian with dnsutils).
+pub fn node_e2e_images(scratch: &Path, agnhost: &Path) -> Vec<Image> {
+    let nnp = program("nnp");
+    let pause = layer(scratch, "pause", &[("pause".into(), Entry::File(fs::read(program("pause")).unwrap(), 0o755))]);
+    let base = base_layer(scratch);
+    let agnhost = layer(
+        scratch,
+        "agnhost",
+        &[
+            ("agnhost".into(), Entry::File(fs::read(agnhost).unwrap(), 0o755)),
+            ("agnhost-2".into(), Entry::HardLink("agnhost")),
+            // The TLS pair of its HTTPS servers (`netexec --tls-cert-file=localhost.crt`).
+            (
+                "localhost.crt".into(),
+                Entry::File(fs::read(agnhost.with_file_name("agnhost-localhost.crt")).unwrap(), 0o644),
+            ),
+            (
+                "localhost.key".into(),
+                Entry::File(fs::read(agnhost.with_file_name("agnhost-localhost.key")).unwrap(), 0o644),
+            ),
+            ("usr/bin/curl".into(), Entry::File(CURL.into(), 0o755)),
+            ("bin/bash".into(), Entry::File(BASH.into(), 0o755)),
+            ("uploads".into(), Entry::Dir(0o755)),
+            (
+                "etc/passwd".into(),
+                Entry::File(
+                    format!("{PASSWD}user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n")
+                        .into_bytes(),
+                    0o644,
+                ),
+            ),
+            (
+                "etc/group".into(),
+                Entry::File(
+                    format!(
+                        "{GROUP}user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
+                    )
+                    .into_bytes(),
+                    0o644,
+                ),
+            ),
+            ("home/user-defined-in-image".into(), Entry::Dir(0o755)),
+        ],
+    );
+    let image = |repository: &str, tags: &[&str], config: Config, extra: Vec<Vec<u8>>| {
+        let mut layers = vec![base.clone()];
+        layers.extend(extra);
+        let config = config.json(scratch, &format!("{repository}:{}", tags[0]), &layers);
+        Image { repository: repository.into(), tags: tags.iter().map(|t| t.to_string()).collect(), config, layers }
+    };
+    let agnhost_config = || Config { entrypoint: &["/agnhost"], cmd: &["pause"], ..Config::default() };
+    let page = |name: &str| {
+        let html = format!("<html><body><h1>{name}</h1></body></html>\n");
+        layer(scratch, name, &[("html/index.html".into(), Entry::File(html.into_bytes(), 0o644))])
+    };
+    vec![
+        image("pause", &["3.10.2", "3.10"], Config { entrypoint: &["/pause"], ..Config::default() }, vec![pause]),
+        image("e2e-test-images/agnhost", &["2.66.1", "2.55"], agnhost_config(), vec![agnhost.clone()]),
+        image("e2e-test-images/kitten", &["1.8"], agnhost_config(), vec![agnhost.clone(), page("kitten")]),
+        image("e2e-test-images/nautilus", &["1.8"], agnhost_config(), vec![agnhost, page("nautilus")]),
+        image(
+            "e2e-test-images/busybox",
+            &["1.37.0-2", "1.36.1-1", "1.29-2"],
+            Config { cmd: &["sh"], ..Config::default() },
+            Vec::new(),
+        ),
+        // glibc's resolver answers `hostname -f` from /etc/hosts there; busybox's here.
+        image(
+            "e2e-test-images/glibc-dns-testing",
+            &["2.1.1"],
+            Config { cmd: &["sh"], ..Config::default() },
+            Vec::new(),
+        ),
+        image(
+            "e2e-test-images/nonroot",
+            &["1.5"],
+            Config { cmd: &["sh"], user: "1234", ..Config::default() },
+            Vec::new(),
+        ),
+        image(
+            "e2e-test-images/nginx",
+            &["1.27.0-2", "1.28.0-2"],
+            Config {
+                cmd: &["/usr/sbin/nginx", "nginx: master process nginx -g daemon off;"],
+                env: &["NGINX_PORT=80"],
+                ..Config::default()
+            },
+            vec![web_layer(scratch, "nginx", "/usr/share/nginx/html")],
+        ),
+        image(
+            "e2e-test-images/nonewprivs",
+            &["1.4"],
+            Config { cmd: &["/usr/local/bin/nnp"], ..Config::default() },
+            vec![layer(
+                scratch,
+                "nonewprivs",
+                &[("usr/local/bin/nnp".into(), Entry::File(fs::read(&nnp).unwrap(), 0o4755))],
+            )],
+        ),
+    ]
+}
+
+/// `curl [OPTIONS] URL`, in agnhost's look-alike (alpine's curl in the real image): busybox wget
+/// fetches the URL to stdout, failing as curl does when the server cannot be reached. Options
+/// are ignored, with the value of those that take one.
+const CURL: &str = "#!/bin/sh\n# curl look-alike (agnhost's image has alpine's curl): busybox wget to stdout.\n\
+                    url=\nwhile [ $# -gt 0 ]; do\n  case \"$1\" in\n    \
+                    -o|-m|-w|-X|-H|-d|--max-time|--connect-timeout|--output|--data|--header|--request) shift ;;\n    \
+                    -*) ;;\n    *) url=$1 ;;\n  esac\n  shift\ndone\nexec wget -q -O - \"$url\"\n";
+
+/// `bash`, in agnhost's look-alike: busybox's shell (the tests' scripts are POSIX sh).
+const BASH: &str =
+    "#!/bin/sh\n# bash look-alike (agnhost's image has alpine's bash): busybox sh.\nexec /bin/sh \"$@\"\n";
+
 /// busybox's own image's users and groups, the ones critest's images name.
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nwww-data:x:33:33:www-data:/var/www:/bin/false\n\
                       nobody:x:65534:65534:nobody:/home:/bin/false\n";
@@ -147,6 +272,15 @@ const GROUP: &str = "root:x:0:\nwww-data:x:33:\nnobody:x:65534:\n";
 const PGREP: &str = "#!/bin/sh\n# pgrep look-alike (busybox-static has none): pids whose process name holds $1.\n\
                      found=1\nfor d in /proc/[0-9]*; do\n  name=$(cat \"$d/comm\" 2>/dev/null) || continue\n  \
                      case \"$name\" in *\"$1\"*) echo \"${d#/proc/}\"; found=0 ;; esac\ndone\nexit $found\n";
+
+/// `nmeter -d0 '%3t'`: the time of day with milliseconds, line after line without a pause (the
+/// node e2e suite's containers timestamp their logs with it, through `head -n1`).
+const NMETER: &str = "#!/bin/sh\n# nmeter look-alike (busybox-static has none): only %3t, HH:MM:SS.mmm in UTC, every -dMSEC\n\
+                      # (-d0: at once; the loop ends when the reader does).\n\
+                      pause=1\ncase \"$1\" in -d0) pause=0 ;; esac\n\
+                      while :; do\n  set -- $(adjtimex | awk '/time.tv_sec/ { s = $2 } /time.tv_usec/ { u = $2 } \
+                      END { print s, u }')\n  echo \"$(date -u -d @$1 +%T).$(printf %03d $(($2 / 1000)))\" || exit 0\n  \
+                      [ $pause = 0 ] || sleep 1\ndone\n";
 
 /// `ipcs -m`: this IPC namespace's shared memory segments, from /proc/sysvipc/shm.
 const IPCS: &str = "#!/bin/sh\n# ipcs -m look-alike (busybox-static has none): the shared memory segments.\n\
@@ -240,7 +374,8 @@ fn layer(scratch: &Path, name: &str, entries: &[(String, Entry)]) -> Vec<u8> {
 
 /// busybox with every applet it has in /bin, hard links as in busybox's image (masking /bin/ls
 /// must not mask the shell), busybox's users and groups, and the directories images have; and
-/// for two applets Debian's busybox lacks, shell stand-ins: `pgrep NAME` and `ipcs -m`.
+/// for three applets Debian's busybox lacks, shell stand-ins: `pgrep NAME`, `ipcs -m` and
+/// `nmeter '%3t'`.
 fn base_layer(scratch: &Path) -> Vec<u8> {
     let applets = run(Command::new("/bin/busybox").arg("--list"));
     let mut entries: Vec<(String, Entry)> =
@@ -253,6 +388,9 @@ fn base_layer(scratch: &Path) -> Vec<u8> {
     }
     if !entries.iter().any(|(path, _)| path == "bin/ipcs") {
         entries.push(("bin/ipcs".into(), Entry::File(IPCS.into(), 0o755)));
+    }
+    if !entries.iter().any(|(path, _)| path == "bin/nmeter") {
+        entries.push(("bin/nmeter".into(), Entry::File(NMETER.into(), 0o755)));
     }
     entries.extend([
         ("etc/passwd".into(), Entry::File(PASSWD.into(), 0o644)),

@@ -251,7 +251,11 @@ impl Containerd {
         let registry = start_registry(&dir.join("images"), extras.images);
         let socket = dir.join("c.sock");
         let config = dir.join("config.toml");
-        let network = if extras.cni { Network::Cni(cni_bin_dir()) } else { Network::None };
+        let network = match (extras.bridge_subnet, extras.cni) {
+            (Some(subnet), _) => Network::Bridge(subnet),
+            (None, true) => Network::Cni(cni_bin_dir()),
+            (None, false) => Network::None,
+        };
         // Where pulls go: the test registry under its own address, and under each mirrored host.
         let registry_host = registry.host();
         let hosts: Vec<&str> =
@@ -263,8 +267,10 @@ impl Containerd {
                 write_hosts_toml(&dir, host, &registry_host);
             }
         }
-        if let Network::Cni(_) = setup.network {
-            write_cni_conflist(&dir);
+        match setup.network {
+            Network::Cni(_) => write_cni_conflist(&dir),
+            Network::Bridge(subnet) => write_bridge_conflist(&dir, subnet),
+            Network::None => {}
         }
         let log = dir.join("containerd.log");
         let mut containerd =
@@ -486,6 +492,10 @@ impl Containerd {
         for cgroup in cgroups {
             let _ = fs::remove_dir(cgroup);
         }
+        let bridge = bridge_name(&self.dir);
+        if Path::new(&format!("/sys/class/net/{bridge}")).exists() {
+            let _ = Command::new("ip").args(["link", "del", &bridge]).stderr(Stdio::null()).status();
+        }
         for socket in shim_sockets {
             let _ = fs::remove_file(socket);
         }
@@ -522,6 +532,10 @@ pub struct Extras {
     pub cni: bool,
     /// More images for the test registry, each under its own repository and tags.
     pub images: Vec<RegistryImage>,
+    /// Pods on a Linux bridge of their own (Debian's CNI plugins, /usr/lib/cni) with the host as
+    /// their gateway, addresses from this subnet: the host reaches them (the kubelet's probes, a
+    /// port-forward), as on a real node. Overrides `cni`. The bridge goes with the containerd.
+    pub bridge_subnet: Option<&'static str>,
     /// Registry hosts (`registry.k8s.io`, `docker.io`, …) whose pulls go to the test registry
     /// instead: `registry.k8s.io/e2e-test-images/busybox:1.29-2` is then fetched from the test
     /// registry as repository `e2e-test-images/busybox`, tag `1.29-2`.
@@ -537,6 +551,8 @@ enum Network {
     None,
     /// The CNI plugins in this directory (`tools/go-peers.sh`), configured by `write_cni_conflist`.
     Cni(PathBuf),
+    /// A bridge with the host as gateway, on this subnet (`write_bridge_conflist`).
+    Bridge(&'static str),
 }
 
 /// The parts of the configuration `Extras` change.
@@ -595,6 +611,52 @@ fn write_cni_conflist(dir: &Path) {
                 "dataDir": dir.join("cni-ipam"),
             },
         }],
+    });
+    fs::write(dir.join("cni-conf/10-cri-bridge-test.conflist"), serde_json::to_vec_pretty(&conflist).unwrap()).unwrap();
+}
+
+/// Debian's containernetworking-plugins.
+const BRIDGE_CNI_BIN: &str = "/usr/lib/cni";
+
+/// The Linux bridge of a containerd's pods (`Network::Bridge`): named after its directory, at
+/// most 15 characters (IFNAMSIZ - 1).
+fn bridge_name(dir: &Path) -> String {
+    let name = dir.file_name().unwrap().to_string_lossy().replace("crib-ctd-", "");
+    let short: String = name.chars().filter(|c| c.is_ascii_digit()).collect();
+    format!("cbc{}", &short[short.len().saturating_sub(12)..])
+}
+
+/// `cni-conf/10-cri-bridge-test.conflist` for `Network::Bridge`: `bridge` with the host as the
+/// gateway (an address on the bridge, a route to the subnet), no masquerading, `host-local`
+/// addresses kept under `dir`, and `portmap` for host ports.
+fn write_bridge_conflist(dir: &Path, subnet: &str) {
+    let missing: Vec<&str> = ["bridge", "host-local", "loopback", "portmap"]
+        .into_iter()
+        .filter(|p| !Path::new(BRIDGE_CNI_BIN).join(p).is_file())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the CNI plugins {} are missing in {BRIDGE_CNI_BIN}: apt-get install -y containernetworking-plugins",
+        missing.join(", ")
+    );
+    let conflist = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "cri-bridge-test",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge_name(dir),
+                "isGateway": true,
+                "ipMasq": false,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{ "subnet": subnet }]],
+                    "dataDir": dir.join("cni-ipam"),
+                },
+            },
+            { "type": "portmap", "capabilities": { "portMappings": true } },
+        ],
     });
     fs::write(dir.join("cni-conf/10-cri-bridge-test.conflist"), serde_json::to_vec_pretty(&conflist).unwrap()).unwrap();
 }
@@ -685,6 +747,7 @@ fn cni_parts(dir: &Path, network: &Network) -> (&'static str, String) {
             ("# Empty: pods use the host network, CNI is never called.", dir.join("cni-bin").display().to_string())
         }
         Network::Cni(bin) => ("# A tap interface per pod (write_cni_conflist).", bin.display().to_string()),
+        Network::Bridge(_) => ("# A bridge with the host as gateway (write_bridge_conflist).", BRIDGE_CNI_BIN.into()),
     }
 }
 

@@ -117,6 +117,15 @@ struct Daemon {
 }
 
 /// containerd, dockerd and cri-dockerd of our own, with everything they own under `dir`.
+/// What a `Docker` gets beyond `start`'s defaults.
+#[derive(Default)]
+pub struct DockerExtras {
+    /// More images for the test registry.
+    pub images: Vec<RegistryImage>,
+    /// The pods' subnet, with the host as their gateway (the kubelet's probes reach them).
+    pub pod_subnet: Option<&'static str>,
+}
+
 pub struct Docker {
     /// `/tmp/crib-dkr-<pid>-<n>`: kept short, unix socket paths must stay under ~108 bytes.
     pub dir: PathBuf,
@@ -149,6 +158,12 @@ impl Docker {
     /// Starts containerd, dockerd and cri-dockerd, waits until cri-dockerd answers `Version`,
     /// and has Docker pull the pause image (so that a pull that cannot work fails here, clearly).
     pub async fn start() -> Docker {
+        Docker::start_extended(DockerExtras::default()).await
+    }
+
+    /// `start`, with more images in the test registry and, if asked, the pods' bridge as the
+    /// host's gateway to them (`DockerExtras`).
+    pub async fn start_extended(extras: DockerExtras) -> Docker {
         require_prerequisites();
         run_docker_was_there();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -166,7 +181,7 @@ impl Docker {
             fs::create_dir_all(dir.join(sub)).unwrap();
         }
 
-        let registry = start_registry(&dir.join("images"));
+        let registry = start_registry(&dir.join("images"), extras.images);
         let host = registry.host();
         let pause_image = format!("{host}/{PAUSE_REPOSITORY}:{PAUSE_TAG}");
         let busybox_image = format!("{host}/{BUSYBOX_REPOSITORY}:{BUSYBOX_TAG}");
@@ -189,7 +204,7 @@ impl Docker {
         };
         docker.start_containerd().await;
         docker.start_dockerd(&host).await;
-        docker.write_cni_conflist(n);
+        docker.write_cni_conflist(n, extras.pod_subnet);
         docker.start_cri_dockerd().await;
         let started = Instant::now();
         docker.docker(&["pull", "--quiet", &docker.pause_image]);
@@ -295,7 +310,10 @@ disabled_plugins = [
 
     /// The pods' network: `bridge` (no address on the host, no IP masquerading), addresses from
     /// `host-local` kept in `dir`, and `portmap` for the pods' host ports.
-    fn write_cni_conflist(&self, n: u32) {
+    fn write_cni_conflist(&self, n: u32, pod_subnet: Option<&str>) {
+        // With `pod_subnet`, the host is the pods' gateway (the bridge has an address, and the
+        // host a route to the subnet); else the pods' addresses route nowhere.
+        let subnet = pod_subnet.map(str::to_string).unwrap_or_else(|| format!("127.213.{}.0/24", n % 256));
         let conflist = serde_json::json!({
             "cniVersion": "0.4.0",
             "name": format!("crib-docker-{n}"),
@@ -303,12 +321,12 @@ disabled_plugins = [
                 {
                     "type": "bridge",
                     "bridge": self.bridge,
-                    "isGateway": false,
+                    "isGateway": pod_subnet.is_some(),
                     "ipMasq": false,
                     "hairpinMode": false,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{ "subnet": format!("127.213.{}.0/24", n % 256) }]],
+                        "ranges": [[{ "subnet": subnet }]],
                         "dataDir": self.dir.join("cni-ipam"),
                     },
                 },
@@ -544,8 +562,8 @@ fn run_docker_was_there() -> bool {
 }
 
 /// The test registry, serving the look-alikes of `pause:3.10` and `e2e-test-images/busybox`.
-fn start_registry(scratch: &Path) -> Registry {
-    let images: Vec<RegistryImage> = lookalikes::critest_images(scratch)
+fn start_registry(scratch: &Path, extra: Vec<RegistryImage>) -> Registry {
+    let mut images: Vec<RegistryImage> = lookalikes::critest_images(scratch)
         .into_iter()
         .filter(|image| {
             (image.repository == PAUSE_REPOSITORY && image.tags.iter().any(|t| t == PAUSE_TAG))
@@ -553,6 +571,9 @@ fn start_registry(scratch: &Path) -> Registry {
         })
         .collect();
     assert_eq!(images.len(), 2, "the look-alikes of pause:{PAUSE_TAG} and {BUSYBOX_REPOSITORY}");
+    // An extra image under a repository of the two replaces it (its tags are the ones served).
+    images.retain(|image| !extra.iter().any(|e| e.repository == image.repository));
+    images.extend(extra);
     Registry::start_many(images, sha256_hex)
 }
 
