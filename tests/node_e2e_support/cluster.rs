@@ -61,7 +61,8 @@ impl Cluster {
         };
         cluster.wait_for("the API server", Duration::from_secs(120), || {
             Command::new("curl")
-                .args(["-ksf", "-o", "/dev/null"])
+                .args(["-ksf", "-o", "/dev/null", "-H"])
+                .arg(format!("Authorization: Bearer {token}"))
                 .arg(format!("{API_SERVER}/readyz"))
                 .status()
                 .is_ok_and(|s| s.success())

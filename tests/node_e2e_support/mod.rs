@@ -195,6 +195,13 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Whether the routed node's Docker runs the container `id` (cri-dockerd's ids are Docker's).
+    pub fn docker_runs(&self, id: &str) -> bool {
+        self.docker.as_ref().is_some_and(|docker| docker.runs_container(id))
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(mut child) = self.bridge.take() {
@@ -226,7 +233,7 @@ fn default_config(listen: &Path, backend: &Path) -> String {
 /// Two backends: containerd as the default, Docker for the `docker` RuntimeClass handler.
 fn routed_config(listen: &Path, containerd: &Path, docker: &Path) -> String {
     format!(
-        "listen:\n  path: {}\nbackends:\n  containerd:\n    endpoint: unix://{}\n  docker:\n    endpoint: unix://{}\n\
+        "listen:\n  path: {}\nbackends:\n  - name: containerd\n    endpoint: unix://{}\n  - name: docker\n    endpoint: unix://{}\n\
          routes:\n  default: containerd\n  handlers:\n    {DOCKER_HANDLER}: {{ backend: docker, handler: \"\" }}\n",
         listen.display(),
         containerd.display(),
