@@ -6,7 +6,8 @@
 //!   every command does the same both ways, and only `version` says something else through
 //!   cri-bridge (Docker's Engine API version, as dockershim answered it, for `RuntimeApiVersion`).
 //! - a CRI v1alpha2 client, which cri-dockerd (v1 only) refuses natively: through cri-bridge it
-//!   runs a pod, pulls, creates and starts a container, and execs in it.
+//!   runs a pod, pulls, creates and starts a container, and execs in it. The streaming URLs
+//!   cri-dockerd answers without a scheme say `http` through cri-bridge.
 //!
 //! Needs root, Debian's docker.io and containernetworking-plugins, and the peers built by
 //! `tools/go-peers.sh` (crictl) and `tools/docker-peers.sh` (cri-dockerd).
@@ -293,6 +294,64 @@ async fn a_v1alpha2_client_runs_a_pod_on_cri_dockerd_through_cri_bridge() {
         (&native.stdout, &native.stderr, native.exit_code)
     );
     assert_eq!((native.stderr.as_slice(), native.exit_code), (&b"to stderr\n"[..], 3));
+    // Streaming URLs: cri-dockerd's have no scheme (`//HOST:PORT/cri/exec/TOKEN`), which the
+    // kubelet's WebSocket path (kubectl exec, attach, port-forward) dials as https; through
+    // cri-bridge they say http, for a v1 caller (same version) as for a v1alpha2 one, and are the
+    // same URL otherwise. cri-dockerd's plain-HTTP server answers them.
+    let exec_v1 = v1::ExecRequest {
+        container_id: container.clone(),
+        cmd: vec!["true".into()],
+        stdout: true,
+        ..Default::default()
+    };
+    let native_url = v1::runtime_service_client::RuntimeServiceClient::new(docker.direct_channel())
+        .exec(exec_v1.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    assert!(native_url.starts_with("//") && native_url.contains("/cri/exec/"), "cri-dockerd's URL: {native_url}");
+    let mut v1_runtime = v1::runtime_service_client::RuntimeServiceClient::new(channel.clone());
+    let through_urls = [
+        v1_runtime.exec(exec_v1).await.unwrap().into_inner().url,
+        runtime
+            .exec(v1alpha2::ExecRequest {
+                container_id: container.clone(),
+                cmd: vec!["true".into()],
+                stdout: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+        v1_runtime
+            .attach(v1::AttachRequest { container_id: container.clone(), stdout: true, ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+        v1_runtime
+            .port_forward(v1::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![80] })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+    ];
+    let server = native_url.rsplit_once("/cri/").unwrap().0;
+    for (url, kind) in through_urls.iter().zip(["exec", "exec", "attach", "portforward"]) {
+        assert!(
+            url.starts_with(&format!("http:{server}/cri/{kind}/")),
+            "through cri-bridge: {url} (natively {native_url})"
+        );
+        // Asked without the SPDY upgrade, the plain-HTTP server answers (an https client would not).
+        let asked = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", "POST", url])
+            .output()
+            .unwrap();
+        let code = String::from_utf8_lossy(&asked.stdout).into_owned();
+        assert!(code.len() == 3 && code != "000", "{url}: curl said {code:?} {asked:?}");
+    }
     // Docker's own view: the container is cri-dockerd's, named as dockershim names them.
     let names = docker.docker(&["ps", "--format", "{{.Names}}"]);
     assert!(names.lines().any(|n| n.starts_with("k8s_main_v1alpha2-pod_")), "{names}");

@@ -13,6 +13,7 @@
 //!   runtime's revision would not act on; `carried`: which of those still reach the runtime in
 //!   meaning, or change nothing on this node; `wire`: the protobuf wire format, field by field;
 //!   `size`: what decoding a message would allocate, told from its bytes.
+//! - `streaming_url`: an `Exec`/`Attach`/`PortForward` URL without a scheme given `http`.
 
 mod carried;
 pub mod classes;
@@ -26,6 +27,7 @@ pub mod policy;
 pub mod rules;
 pub mod scan;
 pub mod size;
+pub mod streaming_url;
 pub mod wire;
 
 pub use cx::{Convert, Cx, IsSet};

@@ -351,10 +351,9 @@ impl Forwarder {
         let events = rpc.info.method == "GetContainerEvents";
         let old_events = events && found.profile.runtime.minor < EVENT_STATUS_SINCE;
         let pod_events = pod.filter(|_| events);
-        // A runtime named `docker` has its `Version` answered for, whatever the versions (the
-        // name is the probe's: every other runtime's answer passes as it came).
-        let docker = super::answers_as_docker(rpc, found);
-        let converting = !plan.response.is_identity() || old_events || pod_events.is_some() || docker;
+        // Read whatever the versions: a `docker` runtime's `Version`, streaming URLs.
+        let read = super::answer_is_read(rpc, found);
+        let converting = !plan.response.is_identity() || old_events || pod_events.is_some() || read;
         let (mut head, mut body) = response.into_parts();
         if converting {
             head.headers.remove(http::header::CONTENT_LENGTH);

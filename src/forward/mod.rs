@@ -237,7 +237,7 @@ impl Forwarder {
         if rpc.info.method == "GetContainerEvents" && found.profile.runtime.minor < EVENT_STATUS_SINCE {
             return self.convert_old_event(rpc, plan, found, body);
         }
-        if plan.response.is_identity() && !answers_as_docker(rpc, found) {
+        if plan.response.is_identity() && !answer_is_read(rpc, found) {
             return Ok(body);
         }
         let bad = |detail: String| Error::BadResponse {
@@ -261,6 +261,14 @@ impl Forwarder {
                 Some(rewritten) => rewritten.into(),
                 None => converted,
             };
+        }
+        if crate::convert::streaming_url::METHODS.contains(&rpc.info.method) {
+            if let Some(mended) =
+                crate::convert::streaming_url::with_scheme(&converted).map_err(|e| bad(e.to_string()))?
+            {
+                tracing::debug!(rpc = %rpc.path(), "the runtime's streaming URL had no scheme: http");
+                converted = mended.into();
+            }
         }
         self.observer.converted(Side::Response, started.elapsed());
         Ok(converted)
@@ -377,10 +385,13 @@ impl Forwarder {
     }
 }
 
-/// Whether `rpc` is a `Version` of a runtime the probe found named `docker` (cri-dockerd): its
-/// answer is read even where the versions match, so that `runtime_api_version` is Docker's.
-fn answers_as_docker(rpc: Rpc, found: &Discovered) -> bool {
-    rpc.info.method == "Version" && found.profile.runtime.runtime_name == crate::revision::DOCKER
+/// Whether the answer to `rpc` is read even where the versions match: a `Version` of a runtime
+/// the probe found named `docker` (cri-dockerd), so that `runtime_api_version` is Docker's, and
+/// every streaming URL (`convert::streaming_url`: cri-dockerd's have no scheme). Neither is on the
+/// hot path: the kubelet asks `Version` once a start and these only for `kubectl` commands.
+fn answer_is_read(rpc: Rpc, found: &Discovered) -> bool {
+    (rpc.info.method == "Version" && found.profile.runtime.runtime_name == crate::revision::DOCKER)
+        || crate::convert::streaming_url::METHODS.contains(&rpc.info.method)
 }
 
 /// `Version.runtime_api_version` names the version the caller speaks, not the backend's; for a

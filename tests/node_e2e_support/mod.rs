@@ -200,6 +200,14 @@ impl Node {
     pub fn docker_runs(&self, id: &str) -> bool {
         self.docker.as_ref().is_some_and(|docker| docker.runs_container(id))
     }
+
+    /// `docker pull IMAGE` on the routed node's Docker: the kubelet asks the default backend
+    /// whether an image is present, so a pod of the `docker` class finds on Docker only what
+    /// was pulled there (docs/routing.md, "Images").
+    pub fn docker_pull(&self, image: &str) {
+        let docker = self.docker.as_ref().expect("a node with Docker");
+        docker.docker(&["pull", "--quiet", image]);
+    }
 }
 
 impl Drop for Node {
