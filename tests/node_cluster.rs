@@ -20,8 +20,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One pod per backend: `web` serves HTTP on 8080 (agnhost netexec), `talker` prints a numbered
-/// line a second and echoes what it reads on stdin.
-fn pod_manifest(name: &str, runtime_class: Option<&str>, registry: &str) -> String {
+/// line a second and echoes what it reads on stdin. The suite's services run no scheduler: the
+/// pod names its node, as the suite's own pods do.
+fn pod_manifest(name: &str, runtime_class: Option<&str>, registry: &str, node: &str) -> String {
     let class = runtime_class.map(|c| format!("  runtimeClassName: {c}\n")).unwrap_or_default();
     format!(
         "apiVersion: v1
@@ -30,6 +31,7 @@ metadata:
   name: {name}
   namespace: default
 spec:
+  nodeName: {node}
 {class}  terminationGracePeriodSeconds: 1
   containers:
   - name: web
@@ -64,8 +66,9 @@ async fn cluster_commands_on_each_backend() {
             node.docker_pull(&format!("{}/e2e-test-images/{image}", node.registry));
         }
         let pods = [("on-containerd", None), ("on-docker", Some(DOCKER_HANDLER))];
+        let node_name = cluster.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
         for (name, class) in pods {
-            cluster.apply(&pod_manifest(name, class, &node.registry));
+            cluster.apply(&pod_manifest(name, class, &node.registry, &node_name));
         }
         for (name, _) in pods {
             cluster.kubectl_ok(&["wait", "--for=condition=Ready", "--timeout=180s", &format!("pod/{name}")]);
@@ -126,7 +129,7 @@ fn check_commands(cluster: &Cluster, pod: &str) {
 
     // logs -f: the lines come as the container prints them.
     let mut logs = cluster
-        .kubectl(&["logs", "-f", pod, "-c", "talker"])
+        .kubectl(&["logs", "-f", "--tail=1", pod, "-c", "talker"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -134,17 +137,18 @@ fn check_commands(cluster: &Cluster, pod: &str) {
         .unwrap();
     let mut reader = BufReader::new(logs.stdout.take().unwrap());
     let started = Instant::now();
-    let mut numbers = Vec::new();
+    let (mut numbers, mut seen) = (Vec::new(), Vec::new());
     while numbers.len() < 3 {
         let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "{pod}: kubectl logs -f ended: {numbers:?}");
+        assert!(reader.read_line(&mut line).unwrap() > 0, "{pod}: kubectl logs -f ended: {seen:?}");
+        seen.push((started.elapsed(), line.clone()));
         if let Some(n) = line.trim().strip_prefix("line ") {
             numbers.push(n.parse::<u64>().unwrap());
         }
     }
-    // The later lines arrive while following (one a second), in order.
-    assert!(started.elapsed() >= Duration::from_millis(900), "{pod}: logs -f did not wait for new lines");
-    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{pod}: logs -f lines {numbers:?}");
+    // The last line comes at once, the two after it while following (one a second), in order.
+    assert!(started.elapsed() >= Duration::from_millis(900), "{pod}: logs -f did not wait for new lines: {seen:?}");
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{pod}: logs -f lines {seen:?}");
     let _ = logs.kill();
     let _ = logs.wait();
 
