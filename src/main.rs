@@ -44,7 +44,8 @@ enum Command {
     /// answer, 1 when the socket does not, 2 when cri-bridge answers but its runtime does not.
     Probe { socket: PathBuf },
     /// What each backend of a config holds: sandboxes and containers, with pod names, asked of
-    /// each runtime directly (to know when the runtime a node moves off is empty).
+    /// each runtime directly (to know when the runtime a node moves off is empty). Exits 0 when
+    /// every backend answered, 3 when one could not be asked (its line says why).
     Backends {
         /// The config file (`backends`; without it, the one `backend`).
         #[arg(long, default_value = "/etc/cri-bridge/config.yaml")]
@@ -137,9 +138,14 @@ fn main() -> ExitCode {
             };
             let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             let held = runtime.block_on(cri_bridge::holdings::holdings(&config));
-            match json {
+            let reported = match json {
                 true => report(&format!("{}\n", serde_json::to_string_pretty(&held).expect("JSON"))),
                 false => report(&cri_bridge::holdings::table(&held)),
+            };
+            // A script waiting for "no sandbox" must not read a backend it could not ask as empty.
+            match held.iter().all(|h| h.runtime.is_ok()) {
+                true => reported,
+                false => ExitCode::from(3),
             }
         }
         Command::Callers { socket, json } => {

@@ -9,7 +9,7 @@
 
 use crate::access::Policy;
 use crate::backend::{Backend, Pins};
-use crate::config::{Config, ConfigError, Endpoint};
+use crate::config::{changed_keys, Config, ConfigError, Endpoint};
 use crate::convert::policy::LossPolicy;
 use crate::forward::{Access, Rules};
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl Live {
         // Backends added, removed or routed anew open and close connections: a restart, which
         // the kubelet rides through (it reconnects within a second), and which needs no state.
         let new = if new.routing != old.routing {
-            applied.need_restart.push("backends");
+            applied.need_restart.extend(changed_keys(old.routing.as_ref(), new.routing.as_ref()));
             Config {
                 backend: old.backend.clone(),
                 image_backend: old.image_backend.clone(),
@@ -174,9 +174,9 @@ pub async fn on_sighup(
         crate::systemd::notify("RELOADING=1\nSTATUS=reloading the config");
         match live.reload(&reloader) {
             Ok(applied) => {
-                if applied.changed.is_empty() {
-                    tracing::info!("config reloaded: nothing that can change live changed");
-                } else {
+                if applied.changed.is_empty() && applied.need_restart.is_empty() {
+                    tracing::info!("config reloaded: nothing changed");
+                } else if !applied.changed.is_empty() {
                     tracing::info!(changed = %applied.changed.join(", "), "config reloaded");
                 }
                 if !applied.need_restart.is_empty() {

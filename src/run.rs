@@ -229,12 +229,18 @@ pub async fn run_on(
             }
         };
         let versions: Vec<_> = config.versions.iter().map(|v| v.as_str()).collect();
-        tracing::info!(
-            listen = %listen.display(),
-            versions = %versions.join(","),
-            backend = %config.backend,
-            "serving CRI"
-        );
+        // Every backend, so that the line says where each runtime's calls go.
+        let backends = match &config.routing {
+            Some(routing) => {
+                let named = routing.backends.iter().enumerate().map(|(i, b)| {
+                    let default = if i == routing.default { " (default)" } else { "" };
+                    format!("{}={}{default}", b.name, b.endpoint)
+                });
+                named.collect::<Vec<_>>().join(", ")
+            }
+            None => config.backend.to_string(),
+        };
+        tracing::info!(listen = %listen.display(), versions = %versions.join(","), %backends, "serving CRI");
         let forwarder = Arc::new(Forwarder::new(
             routed.clone(),
             policy.clone(),

@@ -206,6 +206,36 @@ async fn quick_start_serves_and_stops_on_sigterm() {
 }
 
 #[tokio::test]
+async fn the_start_line_names_every_backend_and_the_default() {
+    let dir = TempDir::new("cli-backends");
+    let docker = Runtime::start(&dir.path("docker.sock"), &[CriVersion::V1alpha2]).await;
+    let containerd = Runtime::start(&dir.path("containerd.sock"), &[CriVersion::V1]).await;
+    let config = dir.path("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen:\n  path: {}\nbackends:\n  - name: docker\n    endpoint: unix://{}\n  - name: containerd\n    \
+             endpoint: unix://{}\nroutes:\n  default: containerd\n",
+            dir.path("bridge.sock").display(),
+            dir.path("docker.sock").display(),
+            dir.path("containerd.sock").display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path("stderr.log")).unwrap();
+    let child =
+        Command::new(BIN).arg("serve").arg("--config").arg(&config).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+    let mut child = Reaped(child);
+    wait_for_listener(&mut child.0, &dir.path("bridge.sock")).await;
+    let logs = std::fs::read_to_string(dir.path("stderr.log")).unwrap();
+    let line = logs.lines().find(|l| l.contains("serving CRI")).unwrap_or_else(|| panic!("{logs}"));
+    let docker_named = format!("docker=unix://{}", dir.path("docker.sock").display());
+    let containerd_named = format!("containerd=unix://{} (default)", dir.path("containerd.sock").display());
+    assert!(line.contains(&docker_named) && line.contains(&containerd_named), "{line}");
+    drop((docker, containerd));
+}
+
+#[tokio::test]
 async fn systemd_hears_ready_then_watchdog_pings_then_stopping() {
     let dir = TempDir::new("cli-notify");
     let socket = dir.path("bridge.sock");

@@ -517,3 +517,27 @@ fn every_mistake_is_named() {
     let listen = format!("listen:\n  path: /run/d.sock\n{TWO_BACKENDS}routes:\n  default: docker\n");
     assert!(refused_routing(&listen).contains("listen.path"));
 }
+
+#[test]
+fn a_reload_names_backends_and_routes_each_when_it_changed() {
+    use cri_bridge::config::changed_keys;
+    let one = Config::parse("backend:\n  endpoint: unix:///run/d.sock\n").unwrap();
+    let routed = |text: &str| Config::parse(text).unwrap_or_else(|e| panic!("{e}:\n{text}")).routing;
+    let docker_default = routed(&format!("{TWO_BACKENDS}routes:\n  default: docker\n"));
+    let containerd_default = routed(&format!("{TWO_BACKENDS}routes:\n  default: containerd\n"));
+    let with_handler = routed(&format!(
+        "{TWO_BACKENDS}routes:\n  default: containerd\n  handlers:\n    docker: {{ backend: docker, handler: \"\" }}\n"
+    ));
+    // The same backends in another order and the same routes: nothing changed.
+    let reordered = routed(
+        "backends:\n  - name: containerd\n    endpoint: unix:///run/c.sock\n  - name: docker\n    endpoint: unix:///run/d.sock\n\
+         routes:\n  default: containerd\n",
+    );
+    let none: Vec<&str> = Vec::new();
+    assert_eq!(changed_keys(docker_default.as_ref(), docker_default.as_ref()), none);
+    assert_eq!(changed_keys(None, docker_default.as_ref()), ["backends", "routes"]);
+    assert_eq!(changed_keys(one.routing.as_ref(), containerd_default.as_ref()), ["backends", "routes"]);
+    assert_eq!(changed_keys(docker_default.as_ref(), containerd_default.as_ref()), ["routes"]);
+    assert_eq!(changed_keys(containerd_default.as_ref(), with_handler.as_ref()), ["routes"]);
+    assert_eq!(changed_keys(containerd_default.as_ref(), reordered.as_ref()), ["backends"]);
+}

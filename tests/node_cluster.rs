@@ -203,9 +203,14 @@ fn check_commands(cluster: &Cluster, pod: &str) {
         .arg(format!("http://127.0.0.1:{port}/hostname"))
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&hostname.stdout), pod, "{pod}: through port-forward: {hostname:?}");
     let _ = forward.kill();
     let _ = forward.wait();
+    if String::from_utf8_lossy(&hostname.stdout) != pod {
+        // What kubectl heard from the kubelet and the runtime's streaming server says why.
+        let mut said = String::new();
+        let _ = forward.stderr.take().unwrap().read_to_string(&mut said);
+        panic!("{pod}: through port-forward: {hostname:?}; kubectl port-forward said {said:?}");
+    }
 
     // cp, both ways: the bytes (a mode and a binary byte included) come back the same.
     let local = cluster.dir.join(format!("cp-{pod}.bin"));

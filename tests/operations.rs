@@ -469,6 +469,9 @@ async fn sighup_applies_a_good_file_and_keeps_the_running_config_on_a_bad_one() 
     notifications_until(&notify, |m| m.starts_with("READY=1")).await;
     let line = log_line(&log, &["change only when cri-bridge restarts"]).await;
     assert!(line.contains("listen.path") && line.contains("WARN"), "{line}");
+    // ... and not after a line saying that nothing changed.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("nothing changed") && !text.contains("nothing that can change"), "{text}");
     client.version(v1::VersionRequest::default()).await.expect("still serving on the first socket");
     assert!(!moved.exists());
 

@@ -394,6 +394,20 @@ async fn the_operator_sees_what_each_backend_holds_and_a_bad_route_is_named() {
     assert!(docker.contains("default/old") && docker.contains("CRI v1alpha2"), "{text}");
     assert!(containerd.contains("no sandbox"), "{text}");
 
+    // A backend that cannot be asked is named, and the status says so: a script waiting for
+    // "no sandbox" must not take it for empty.
+    let containerd_socket = node.dir.path("containerd.sock").display().to_string();
+    let gone_socket = node.dir.path("no-such.sock").display().to_string();
+    let away = std::fs::read_to_string(&config).unwrap().replace(&containerd_socket, &gone_socket);
+    let away_config = node.dir.path("config-away.yaml");
+    std::fs::write(&away_config, away).unwrap();
+    let shown =
+        tokio::process::Command::new(cli).args(["backends", "--config"]).arg(&away_config).output().await.unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(3), "{shown:?}");
+    assert!(text.contains("backend containerd") && text.contains("not asked"), "{text}");
+    assert!(text.contains("default/old"), "{text}");
+
     // A handler routed to a backend that does not exist is named by check-config.
     let bad = yaml(&node.dir, "cri-o");
     let checked = std::process::Command::new(cli).args(["check-config"]).arg(&bad).output().unwrap();

@@ -22,7 +22,7 @@ pub use error::ConfigError;
 pub use limits::Limits;
 pub use log_and_metrics::{LogFormat, MetricsListen};
 pub use overrides::Overrides;
-pub use routing::{HandlerRoute, NamedBackend, Routing};
+pub use routing::{changed_keys, HandlerRoute, NamedBackend, Routing};
 
 use backend::{parse_backend_version, parse_revision, BackendFile, EmulateFile};
 use bounds::check_yaml_bounds;

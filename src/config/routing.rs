@@ -78,6 +78,27 @@ impl Routing {
     pub fn names(&self) -> Vec<&str> {
         self.backends.iter().map(|b| b.name.as_str()).collect()
     }
+
+    /// The routes by backend name (the default's, then each handler's backend and handler), so
+    /// that two configs compare whatever the order of their backends.
+    pub fn routes_by_name(&self) -> (&str, Vec<(&str, &str, &str)>) {
+        let name = |index: usize| self.backends[index].name.as_str();
+        let handlers = self.handlers.iter().map(|r| (r.handler.as_str(), name(r.backend), r.as_handler.as_str()));
+        (name(self.default), handlers.collect())
+    }
+}
+
+/// The config keys that differ between two routings (`None`: the one `backend` section):
+/// `backends` when the backends do, `routes` when where a sandbox goes does.
+pub fn changed_keys(old: Option<&Routing>, new: Option<&Routing>) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if old.map(|r| &r.backends) != new.map(|r| &r.backends) {
+        keys.push("backends");
+    }
+    if old.map(Routing::routes_by_name) != new.map(Routing::routes_by_name) {
+        keys.push("routes");
+    }
+    keys
 }
 
 /// A backend's name: what logs, errors, metrics and `cri-bridge backends` call it.

@@ -269,7 +269,10 @@ impl Containerd {
         }
         match setup.network {
             Network::Cni(_) => write_cni_conflist(&dir),
-            Network::Bridge(subnet) => write_bridge_conflist(&dir, subnet),
+            Network::Bridge(subnet) => {
+                remove_stale_bridges();
+                write_bridge_conflist(&dir, subnet)
+            }
             Network::None => {}
         }
         let log = dir.join("containerd.log");
@@ -618,12 +621,29 @@ fn write_cni_conflist(dir: &Path) {
 /// Debian's containernetworking-plugins.
 const BRIDGE_CNI_BIN: &str = "/usr/lib/cni";
 
-/// The Linux bridge of a containerd's pods (`Network::Bridge`): named after its directory, at
-/// most 15 characters (IFNAMSIZ - 1).
+/// The Linux bridge of a containerd's pods (`Network::Bridge`): `cbc<pid>x<n>` after its
+/// directory `/tmp/crib-ctd-<pid>-<n>`, at most 15 characters (IFNAMSIZ - 1), so that
+/// `remove_stale_bridges` can tell whose it is.
 fn bridge_name(dir: &Path) -> String {
     let name = dir.file_name().unwrap().to_string_lossy().replace("crib-ctd-", "");
-    let short: String = name.chars().filter(|c| c.is_ascii_digit()).collect();
-    format!("cbc{}", &short[short.len().saturating_sub(12)..])
+    let (pid, n) = name.split_once('-').unwrap_or((&name, "0"));
+    format!("cbc{pid}x{n}")
+}
+
+/// Deletes the pod bridges (`cbc<pid>x<n>` here, `cbr<pid>x<n>` of docker_support) whose test
+/// process is gone: a killed run leaves its bridge with the pod subnet's gateway address on it,
+/// and the next node on that subnet would route its pods' traffic to the dead bridge.
+pub fn remove_stale_bridges() {
+    let Ok(links) = fs::read_dir("/sys/class/net") else { return };
+    for link in links.flatten() {
+        let name = link.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("cbc").or_else(|| name.strip_prefix("cbr")) else { continue };
+        let Some(pid) = rest.split_once('x').and_then(|(pid, _)| pid.parse::<u32>().ok()) else { continue };
+        if !is_alive(pid) {
+            eprintln!("removing the pod bridge {name} of the dead test process {pid}");
+            let _ = Command::new("ip").args(["link", "del", &name]).stderr(Stdio::null()).status();
+        }
+    }
 }
 
 /// `cni-conf/10-cri-bridge-test.conflist` for `Network::Bridge`: `bridge` with the host as the

@@ -185,8 +185,9 @@ impl Docker {
         let host = registry.host();
         let pause_image = format!("{host}/{PAUSE_REPOSITORY}:{PAUSE_TAG}");
         let busybox_image = format!("{host}/{BUSYBOX_REPOSITORY}:{BUSYBOX_TAG}");
-        // At most 15 characters (IFNAMSIZ - 1).
+        // At most 15 characters (IFNAMSIZ - 1); named for remove_stale_bridges.
         let bridge = format!("cbr{}x{n}", pid % 10_000_000);
+        containerd_support::remove_stale_bridges();
         let mut docker = Docker {
             cri_socket: dir.join("cri.sock"),
             docker_socket: dir.join("docker.sock"),
