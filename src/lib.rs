@@ -15,7 +15,7 @@
 //! 4. I/O mechanics: [`node`], [`http2`], [`budget`], [`front_door`], [`grpc`], [`frontend`], [`relay`], [`backend`]
 //! 5. What a call means: [`forward`]
 //! 6. Observers and cri-bridge's own calls: [`callers`], [`metrics`], [`observers`], [`control`]
-//! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`], [`holdings`]
+//! 7. Programs: [`memory`], [`systemd`], [`reload`], [`run`], [`probe`], [`holdings`], [`move_pods`]
 //!
 //! Why these floors:
 //! 1. The generated types and schemas of the three versions, and the `CriVersion` enum.
@@ -46,7 +46,8 @@
 //!    runtime like any other, which nothing below names. [`systemd`]: readiness, watchdog,
 //!    stopping. [`reload`]: `SIGHUP` re-reads the config. [`run`]: wiring it all together until
 //!    shutdown. [`probe`]: `cri-bridge probe`. [`holdings`]: `cri-bridge backends`, what each backend
-//!    holds.
+//!    holds. [`move_pods`]: `cri-bridge move`, a node's pods moved off a backend through the API
+//!    server's eviction API.
 //!
 //! `build.rs` compiles `proto/` with protox and generates both the types and the conversions.
 #![forbid(unsafe_code)]
@@ -68,6 +69,7 @@ pub mod holdings;
 pub mod http2;
 pub mod memory;
 pub mod metrics;
+pub mod move_pods;
 pub mod node;
 pub mod observers;
 pub mod probe;
