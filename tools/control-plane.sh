@@ -109,13 +109,16 @@ on_exit() {
 step="starting"
 trap on_exit EXIT
 
-# Stops the script: the message, then the last lines of COMPONENT's log if one is named.
+# Stops the script: the message, then the last lines of COMPONENT's log if one is named (of this
+# run's part of it: from the line `start` wrote last).
 fail() {
-  local message=$1 component=${2:-}
+  local message=$1 component=${2:-} log from
   echo "control-plane.sh: $message" >&2
-  if [ -n "$component" ] && [ -f "$dir/$component.log" ]; then
-    echo "---- last 40 lines of $dir/$component.log ----" >&2
-    tail -n 40 "$dir/$component.log" >&2
+  log=$dir/$component.log
+  if [ -n "$component" ] && [ -f "$log" ]; then
+    from=$(grep -n '^==== .* control-plane.sh up$' "$log" | tail -n 1 | cut -d: -f1)
+    echo "---- last 40 lines of $log ----" >&2
+    tail -n +"${from:-1}" "$log" | tail -n 40 >&2
     echo "----" >&2
   fi
   exit 1
