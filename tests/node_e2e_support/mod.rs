@@ -29,9 +29,9 @@ pub const POD_SUBNET: &str = "10.100.0.0/24";
 const KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// The registry hosts the runtime mirrors to the test registry: a few tests name
 /// `registry.k8s.io/…` images outside the suite's registry override.
-const MIRRORED_HOSTS: &[&str] = &["registry.k8s.io", "gcr.io", "docker.io"];
+pub const MIRRORED_HOSTS: &[&str] = &["registry.k8s.io", "gcr.io", "docker.io"];
 /// The sandbox image: the one the suite's image manifest names (`pause:3.10.2`), mirrored.
-const SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10.2";
+pub const SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10.2";
 /// The RuntimeClass handler a routed node sends to Docker (`routes.handlers`).
 pub const DOCKER_HANDLER: &str = "docker";
 
@@ -168,31 +168,36 @@ impl Node {
     /// Starts the cri-bridge binary with `config` (YAML), waits until it listens.
     async fn start_bridge(&mut self, dir: &Path, config: &str) {
         let socket = dir.join("bridge.sock");
-        let config_path = dir.join("bridge.yaml");
-        fs::write(&config_path, config).unwrap();
         let log = dir.join("bridge.log");
-        let out = fs::File::create(&log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("start cri-bridge");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while tokio::net::UnixStream::connect(&socket).await.is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("cri-bridge exited with {status} before listening:\n{}", fs::read_to_string(&log).unwrap());
-            }
-            assert!(Instant::now() < deadline, "cri-bridge does not listen on {} after 60 s", socket.display());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        self.bridge = Some(child);
+        self.bridge = Some(start_bridge(config, &dir.join("bridge.yaml"), &socket, &log).await);
         self.bridge_log = Some(log);
         self.endpoint = socket;
     }
+}
+
+/// Writes `config` (YAML) to `config_path`, starts the cri-bridge binary on it with its output
+/// appended to `log`, and waits until it listens on `socket`.
+pub async fn start_bridge(config: &str, config_path: &Path, socket: &Path, log: &Path) -> Child {
+    fs::write(config_path, config).unwrap();
+    let out = fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cri-bridge"))
+        .arg("serve")
+        .arg("--config")
+        .arg(config_path)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start cri-bridge");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::net::UnixStream::connect(socket).await.is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("cri-bridge exited with {status} before listening:\n{}", fs::read_to_string(log).unwrap());
+        }
+        assert!(Instant::now() < deadline, "cri-bridge does not listen on {} after 60 s", socket.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child
 }
 
 impl Node {
