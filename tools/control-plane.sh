@@ -67,7 +67,7 @@ SCHEDULER_PORT=11259
 SERVICE_CIDR=10.96.0.0/24
 # The first address of SERVICE_CIDR: the API server gives it to the `kubernetes` Service.
 KUBERNETES_SERVICE_IP=10.96.0.1
-CLUSTER_CIDR=10.100.0.0/16
+CLUSTER_CIDR=10.110.0.0/16
 NODE_CIDR_MASK_SIZE=24
 
 # Started by `up` in this order, stopped by `down` in the reverse one.

@@ -8,13 +8,17 @@
 //!   (docs/migrate.md, steps 2 and 3).
 //! - `node-b` (10.99.0.2) runs containerd 2.4.2, directly.
 //!
-//! The node addresses are on a dummy interface of their own: the API server reaches each kubelet
-//! there, and no traffic leaves the machine. Each runtime's pods are on a Linux bridge with a
-//! subnet of their own in 10.100.0.0/16, the host their gateway: the host routes between them, so
-//! pods on either node reach each other, and kube-proxy (iptables mode) serves the Services,
-//! NodePorts on 127.0.0.1 included. Pod specs name images under `registry.k8s.io`: containerd
-//! mirrors that host to its test registry, and Docker has them pulled and tagged under those names
+//! The node addresses are on an interface of their own (a bridge with no port): the API server
+//! reaches each kubelet there, and no traffic leaves the machine. Each runtime's pods are on a
+//! Linux bridge with a subnet of their own in 10.110.0.0/16 (apart from the node e2e suite's
+//! 10.100.0.0/24), the host their gateway: the host routes between them, so pods on either node
+//! reach each other, and kube-proxy (iptables mode) serves the Services, NodePorts on 127.0.0.1
+//! included. Pod specs name images under `registry.k8s.io`: containerd mirrors that host to its
+//! test registry, and Docker has them pulled and tagged under those names
 //! (`imagePullPolicy: IfNotPresent`).
+//!
+//! Never beside the node e2e suite: every kubelet on a machine shares /var/lib/kubelet/device-plugins
+//! (a constant in the kubelet), and each one's device manager takes that directory over.
 
 use crate::docker_support::containerd_support::{lookalikes, unmount_under, Build, Containerd, Extras, Options};
 use crate::docker_support::{Docker, DockerExtras};
@@ -98,7 +102,7 @@ impl TestCluster {
 
         // node-a: Docker behind cri-bridge (step 2 of docs/migrate.md), containerd beside it.
         let images = lookalikes::node_e2e_images(&scratch, &agnhost);
-        let docker = Docker::start_extended(DockerExtras { images, pod_subnet: Some("10.100.0.0/24") }).await;
+        let docker = Docker::start_extended(DockerExtras { images, pod_subnet: Some("10.110.0.0/24") }).await;
         for image in [AGNHOST, BUSYBOX] {
             // Pulled from the test registry, tagged under the name the pods give.
             let (_, path) = image.split_once('/').unwrap();
@@ -106,12 +110,12 @@ impl TestCluster {
             docker.docker(&["pull", "--quiet", &local]);
             docker.docker(&["tag", &local, image]);
         }
-        cluster.a.containerd = Some(start_containerd(&scratch, &agnhost, "10.100.2.0/24").await);
+        cluster.a.containerd = Some(start_containerd(&scratch, &agnhost, "10.110.2.0/24").await);
         let config = cluster.a.docker_only_config(&docker);
         cluster.a.docker = Some(docker);
         cluster.a.restart_bridge(&config).await;
         // node-b: containerd, directly.
-        cluster.b.containerd = Some(start_containerd(&scratch, &agnhost, "10.100.1.0/24").await);
+        cluster.b.containerd = Some(start_containerd(&scratch, &agnhost, "10.110.1.0/24").await);
 
         let a_endpoint = cluster.a.bridge_socket.clone();
         let b_endpoint = cluster.b.containerd.as_ref().unwrap().socket.clone();
@@ -352,7 +356,7 @@ fn start_kube_proxy(dir: &Path, control: &Path) -> Child {
     let log = fs::File::create(dir.join("kube-proxy.log")).unwrap();
     Command::new(peer("kube-proxy"))
         .arg(format!("--kubeconfig={}", control.join("kube-proxy.kubeconfig").display()))
-        .args(["--hostname-override=node-a", "--proxy-mode=iptables", "--cluster-cidr=10.100.0.0/16"])
+        .args(["--hostname-override=node-a", "--proxy-mode=iptables", "--cluster-cidr=10.110.0.0/16"])
         .args(["--nodeport-addresses=127.0.0.0/8", "--metrics-bind-address=127.0.0.1:10349"])
         .args(["--healthz-bind-address=127.0.0.1:10356", "--conntrack-max-per-core=0", "--v=2"])
         .stdin(Stdio::null())
@@ -374,7 +378,7 @@ fn script(args: &[&str]) {
     );
 }
 
-/// The nodes' addresses on a dummy interface (`up`), or the interface gone.
+/// The nodes' addresses on an interface of their own (`up`), or the interface gone.
 fn node_addresses(up: bool) {
     let _ = Command::new("ip").args(["link", "del", NODE_LINK]).stderr(Stdio::null()).status();
     if !up {
@@ -384,7 +388,8 @@ fn node_addresses(up: bool) {
         let status = Command::new("ip").args(args).status().unwrap();
         assert!(status.success(), "ip {}", args.join(" "));
     };
-    run(&["link", "add", NODE_LINK, "type", "dummy"]);
+    // A bridge with no port: an interface of its own (this kernel has no dummy driver).
+    run(&["link", "add", NODE_LINK, "type", "bridge"]);
     for node in [&NODE_A, &NODE_B] {
         run(&["addr", "add", &format!("{}/32", node.ip), "dev", NODE_LINK]);
     }
