@@ -589,3 +589,20 @@ fn restart_api_server(control: &Path, args: Vec<String>) -> Reaped {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// `tools/cluster.sh up`: the cluster, started in `$CLUSTER_DIR` and held until the file
+/// `$CLUSTER_DIR/stop` appears (`tools/cluster.sh down`); `$CLUSTER_DIR/ready` says it is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tools/cluster.sh runs it"]
+async fn hold_the_cluster_for_tools_cluster_sh() {
+    let dir = PathBuf::from(std::env::var("CLUSTER_DIR").expect("CLUSTER_DIR: where the cluster keeps its files"));
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("ready"));
+    let cluster = TestCluster::start(&dir).await;
+    std::fs::write(dir.join("ready"), format!("{}\n", cluster.kubeconfig.display())).unwrap();
+    while !dir.join("stop").exists() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(cluster);
+    let _ = std::fs::remove_file(dir.join("ready"));
+}
