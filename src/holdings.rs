@@ -64,6 +64,29 @@ pub async fn holdings(config: &Config) -> Vec<Holding> {
     held
 }
 
+/// Removes the sandbox `id` from the backend `name` of `config` (`RemovePodSandbox`, asked of
+/// its runtime directly): for `cri-bridge move`, a stopped sandbox the kubelet keeps.
+pub async fn remove_sandbox(config: &Config, name: &str, id: &str) -> Result<(), String> {
+    let endpoint = match &config.routing {
+        Some(routing) => routing.backends.iter().find(|b| b.name == name).map(|b| b.endpoint.clone()),
+        None => Some(config.backend.clone()),
+    };
+    let Some(Endpoint::Unix(path)) = endpoint else {
+        return Err(format!("backend {name}: no runtime socket to ask"));
+    };
+    let backend = Backend::new(name.to_string(), Role::Runtime, path, Pins::default(), config.max_message_size);
+    let found = backend.version().await.map_err(|e| e.to_string())?;
+    let info = found
+        .version
+        .schema()
+        .rpc("RuntimeService", "RemovePodSandbox")
+        .ok_or_else(|| format!("CRI {} has no RemovePodSandbox", found.version))?;
+    // The request is the same message in every version: field 1, the sandbox's id.
+    let request = v1::RemovePodSandboxRequest { pod_sandbox_id: id.to_string() }.encode_to_vec();
+    let answer = backend.unary(Rpc { version: found.version, info }, &request).await;
+    answer.map(|_| ()).map_err(|s| format!("RemovePodSandbox {id}: {:?}: {}", s.code(), s.message()))
+}
+
 async fn ask(backend: &Backend) -> Result<(String, Vec<Sandbox>), String> {
     let found = backend.version().await.map_err(|e| e.to_string())?;
     let list = |method: &'static str, request: Vec<u8>| {

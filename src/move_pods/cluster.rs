@@ -23,7 +23,7 @@ pub enum Evicted {
 /// A client of the API server the kubeconfig names: `path`, else `KUBECONFIG`, `~/.kube/config`,
 /// or the in-cluster service account.
 pub async fn connect(path: Option<&Path>) -> Result<kube::Client, MoveError> {
-    let config = match path {
+    let mut config = match path {
         Some(path) => {
             let file =
                 Kubeconfig::read_from(path).map_err(|e| MoveError::Kubeconfig(format!("{}: {e}", path.display())))?;
@@ -33,6 +33,9 @@ pub async fn connect(path: Option<&Path>) -> Result<kube::Client, MoveError> {
         }
         None => kube::Config::infer().await.map_err(|e| MoveError::Kubeconfig(e.to_string()))?,
     };
+    // The client's own retries would wait out a budget's 429 with a backoff that grows to
+    // minutes, saying nothing: the move retries itself, and says why.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| MoveError::Kubeconfig(e.to_string()))
 }
 

@@ -82,6 +82,8 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
         } else if let Some(pod) = restart {
             progress.say(&format!("{to_move} to move"));
             restart_static(&client, config, options, &pod, &mut progress).await?;
+        } else if remove_kept(config, options, &steps, &mut progress).await? {
+            // Removed a stopped sandbox the kubelet would have kept: look again.
         } else if settling.done(&steps, options, &mut progress)? {
             progress.say(&format!(
                 "backend {} holds no sandbox: {} pods moved in {}. Next (docs/migrate.md step 5): keep only the \
@@ -172,12 +174,14 @@ async fn evict_and_wait(
     let mut evicted = Vec::new();
     for pod in batch {
         let owner = pod.owner.clone().expect("plan: an Evict step has an owner");
-        let before = cluster::pods_in(client, &pod.namespace).await?;
-        let ready_before = plan::ready_of_owner(&before, &owner.uid, &[]);
-        let known: Vec<String> = before.iter().map(|p| p.uid.clone()).collect();
         let mut said: Option<(String, Instant)> = None;
         let waited = Instant::now();
         loop {
+            // Counted right before each attempt: what the owner has when the eviction is let in
+            // is what its replacement must bring back.
+            let before = cluster::pods_in(client, &pod.namespace).await?;
+            let ready_before = plan::ready_of_owner(&before, &owner.uid, &[]);
+            let known: Vec<String> = before.iter().map(|p| p.uid.clone()).collect();
             match cluster::evict(client, pod).await? {
                 Evicted::Yes => {
                     progress.say(&format!("evicted {} ({} {})", pod.full_name(), owner.kind, owner.name));
@@ -307,6 +311,34 @@ async fn restart_static(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Removes each stopped sandbox of the old backend whose pod runs, ready, on another backend now:
+/// the kubelet keeps the last stopped sandbox of a pod that lives (a static pod restarted under
+/// its UID), so nothing else would. Whether any was removed.
+async fn remove_kept(
+    config: &Config,
+    options: &Options,
+    steps: &[Step],
+    progress: &mut Progress<'_>,
+) -> Result<bool, MoveError> {
+    let held = holdings(config).await;
+    let mut removed = false;
+    for step in steps {
+        let Step::Leftover(sandbox) = step else { continue };
+        let Some(now_on) = backend_holding(&held, &sandbox.uid).filter(|b| *b != options.from) else { continue };
+        crate::holdings::remove_sandbox(config, &options.from, &sandbox.id)
+            .await
+            .map_err(|why| MoveError::Backend { backend: options.from.clone(), why })?;
+        progress.say(&format!(
+            "removed the stopped {} from {}: its pod runs on {now_on}, and the kubelet keeps a live pod's last \
+             stopped sandbox",
+            step.subject(),
+            options.from
+        ));
+        removed = true;
+    }
+    Ok(removed)
 }
 
 /// Nothing left to move: what the kubelet still has to remove is waited for (up to
