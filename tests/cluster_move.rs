@@ -13,7 +13,8 @@
 //!    pod runs on; the API server back, `move` run again finishes: 0 failed requests, never fewer
 //!    than 3 Ready replicas, node-a never cordoned, every moved pod's new sandbox on containerd (or
 //!    on node-b), the DaemonSet's and the static pod moved, Docker empty, nothing else restarted.
-//! 5. `kubectl drain node-a`, measured the same way.
+//! 5. `kubectl drain node-a` from the same placement (the 4 replicas on node-a), measured the same
+//!    way.
 //!
 //! `move` runs with the RBAC docs/migrate.md gives (a ServiceAccount's token), not as admin. The
 //! figures go to target/cluster/results.txt (docs/migrate.md has them). Needs root and the peers
@@ -523,7 +524,22 @@ async fn a_node_moves_off_docker_with_no_failed_request_and_no_cordon() {
         move_took.as_secs_f64()
     ));
 
-    // 5. The same cluster, load and budget with kubectl drain.
+    // 5. The same cluster, load and budget with kubectl drain, from the same placement: the 4
+    // replicas on node-a (placed there with node-b cordoned, as in 1).
+    cluster.kubectl_ok(&["cordon", "node-b"]);
+    cluster.kubectl_ok(&["rollout", "restart", "deployment/web"]);
+    cluster.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=180s"]);
+    cluster.kubectl_ok(&["uncordon", "node-b"]);
+    // The old replicas finish terminating (their 5 s of delayed shutdown).
+    let web = |pods: &BTreeMap<String, (String, String, String)>| {
+        pods.iter()
+            .filter(|(n, _)| n.starts_with("default/web-"))
+            .map(|(_, (_, node, _))| node.clone())
+            .collect::<Vec<_>>()
+    };
+    cluster.wait_for("the old replicas to be gone", Duration::from_secs(60), || web(&pods_now(&cluster)).len() == 4);
+    let placed = web(&pods_now(&cluster));
+    assert!(placed.iter().all(|node| node == "node-a"), "{placed:?}");
     let load = Load::start(client.clone(), 300).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = Instant::now();
