@@ -62,33 +62,11 @@ enum Command {
     /// first pod that does not come back Ready or when the API server or a backend does not
     /// answer (exit 1): run again to go on.
     Move {
-        /// The backend to empty (its name in `backends`).
-        #[arg(long)]
-        from: String,
         /// The config file.
         #[arg(long, default_value = "/etc/cri-bridge/config.yaml")]
         config: PathBuf,
-        /// The node's name in the API server (the kubelet's --hostname-override, if set).
-        #[arg(long)]
-        node: Option<String>,
-        /// The kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
-        #[arg(long)]
-        kubeconfig: Option<PathBuf>,
-        /// How many pods to evict before waiting for their replacements.
-        #[arg(long, default_value_t = 1)]
-        at_once: usize,
-        /// List what would be done, and do nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// How long a replacement has to become Ready (e.g. 5m, 90s).
-        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
-        ready_timeout: std::time::Duration,
-        /// How long the kubelet has to remove the sandboxes of pods that are gone.
-        #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
-        cleanup_timeout: std::time::Duration,
-        /// The kubelet's static pod directory (its staticPodPath).
-        #[arg(long, default_value = "/etc/kubernetes/manifests")]
-        manifests: PathBuf,
+        #[command(flatten)]
+        options: cri_bridge::move_pods::Options,
     },
     /// Who has called the running cri-bridge, in which CRI versions (the migration report).
     Callers {
@@ -184,34 +162,10 @@ fn main() -> ExitCode {
                 false => ExitCode::from(3),
             }
         }
-        Command::Move {
-            from,
-            config,
-            node,
-            kubeconfig,
-            at_once,
-            dry_run,
-            ready_timeout,
-            cleanup_timeout,
-            manifests,
-        } => {
+        Command::Move { config, options } => {
             let config = match Config::load(&config) {
                 Ok(config) => config,
                 Err(e) => return fail(e),
-            };
-            let node = match node.or_else(hostname) {
-                Some(node) => node,
-                None => return fail("--node: this machine's hostname could not be read; name the node"),
-            };
-            let options = cri_bridge::move_pods::Options {
-                from,
-                node,
-                kubeconfig,
-                at_once,
-                dry_run,
-                ready_timeout,
-                cleanup_timeout,
-                manifests,
             };
             let runtime = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             let mut out = std::io::stdout();
@@ -236,12 +190,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// The kubelet's default node name: the hostname, lowercased.
-fn hostname() -> Option<String> {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
-    Some(name.trim().to_lowercase()).filter(|n| !n.is_empty())
 }
 
 /// The proxy's tokio runtime (`cri_bridge::relay` explains the default);

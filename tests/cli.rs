@@ -235,6 +235,36 @@ async fn the_start_line_names_every_backend_and_the_default() {
     drop((docker, containerd));
 }
 
+#[test]
+fn move_refuses_a_backend_it_cannot_empty_naming_it() {
+    let dir = TempDir::new("cli-move");
+    let write = |name: &str, text: &str| {
+        let path = dir.path(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let one = write("one.yaml", "backend:\n  endpoint: unix:///run/d.sock\n");
+    let two = write(
+        "two.yaml",
+        "backends:\n  - name: docker\n    endpoint: unix:///run/d.sock\n  - name: containerd\n    endpoint: \
+         unix:///run/c.sock\nroutes:\n  default: containerd\n",
+    );
+    let run = |config: &Path, from: &str| {
+        Command::new(BIN).args(["move", "--from", from, "--node", "n", "--config"]).arg(config).output().unwrap()
+    };
+    // One backend: nothing to move to. The default: new sandboxes would go back to it. A name
+    // that is no backend. Each refused before any API server is asked, naming --from.
+    for (config, from, says) in [
+        (&one, "docker", "has one backend"),
+        (&two, "containerd", "is routes.default"),
+        (&two, "crio", "no such backend (backends: docker, containerd)"),
+    ] {
+        let output = run(config, from);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert!(stderr(&output).contains(&format!("--from {from}")) && stderr(&output).contains(says), "{output:?}");
+    }
+}
+
 #[tokio::test]
 async fn systemd_hears_ready_then_watchdog_pings_then_stopping() {
     let dir = TempDir::new("cli-notify");

@@ -24,23 +24,33 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// What the command line says.
-#[derive(Debug, Clone)]
+/// What the command line says (`cri-bridge move`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// The backend to empty (a name in `backends`).
+    /// The backend to empty (its name in `backends`).
+    #[arg(long)]
     pub from: String,
-    /// The node's name in the API server.
-    pub node: String,
+    /// The node's name in the API server [default: the hostname, lowercased, as the kubelet's]
+    /// (set it when the kubelet has --hostname-override).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// The kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// How many pods are evicted before their replacements are waited for.
+    /// How many pods to evict before waiting for their replacements.
+    #[arg(long, default_value_t = 1)]
     pub at_once: usize,
-    /// Only say what would be done.
+    /// List what would be done, and do nothing.
+    #[arg(long)]
     pub dry_run: bool,
-    /// How long a replacement has to become Ready.
+    /// How long a replacement has to become Ready (e.g. 5m, 90s).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub ready_timeout: Duration,
     /// How long the kubelet has to remove the sandboxes of pods that are gone.
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
     pub cleanup_timeout: Duration,
-    /// The kubelet's static pod directory (`staticPodPath`).
+    /// The kubelet's static pod directory (its staticPodPath).
+    #[arg(long, default_value = "/etc/kubernetes/manifests")]
     pub manifests: PathBuf,
 }
 
@@ -53,6 +63,13 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// Runs the move, telling `out` how it goes.
 pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Result<(), MoveError> {
     let (from, default) = backends(config, &options.from)?;
+    let node = match &options.node {
+        Some(node) => node.clone(),
+        None => {
+            hostname().ok_or_else(|| MoveError::From("--node: the hostname could not be read; name the node".into()))?
+        }
+    };
+    let options = &Options { node: Some(node.clone()), ..options.clone() };
     let mut progress = Progress { out, start: Instant::now(), moved: 0 };
     for manifest in static_pods::restore_left_aside(&options.manifests)? {
         progress.say(&format!("put back {}, set aside by a move that did not finish", manifest.display()));
@@ -60,12 +77,12 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
     let client = cluster::connect(options.kubeconfig.as_deref()).await?;
     progress.say(&format!(
         "node {}: moving the pods of backend {} ({}) to {} ({})",
-        options.node, options.from, from, default.0, default.1
+        node, options.from, from, default.0, default.1
     ));
     let mut settling = Settling::default();
     loop {
         let sandboxes = old_sandboxes(config, &options.from).await?;
-        let steps = plan::plan(&sandboxes, &cluster::pods_on_node(&client, &options.node).await?);
+        let steps = plan::plan(&sandboxes, &cluster::pods_on_node(&client, &node).await?);
         if options.dry_run {
             return dry_run(&client, &steps, &mut progress).await;
         }
@@ -98,6 +115,12 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// The kubelet's default node name: the hostname, lowercased.
+fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_lowercase()).filter(|n| !n.is_empty())
 }
 
 /// The old backend's endpoint, and the default's name and endpoint; refused when the old one is
@@ -264,7 +287,8 @@ async fn restart_static(
     pod: &PodFacts,
     progress: &mut Progress<'_>,
 ) -> Result<(), MoveError> {
-    let manifest = static_pods::find_manifest(&options.manifests, &pod.namespace, &pod.name, &options.node)?;
+    let node = options.node.as_deref().unwrap_or_default();
+    let manifest = static_pods::find_manifest(&options.manifests, &pod.namespace, &pod.name, node)?;
     let uid = pod.kubelet_uid().to_string();
     let started = Instant::now();
     let aside = static_pods::SetAside::new(&manifest)?;

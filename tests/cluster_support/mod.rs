@@ -22,6 +22,7 @@
 
 use crate::docker_support::containerd_support::{lookalikes, unmount_under, Build, Containerd, Extras, Options};
 use crate::docker_support::{Docker, DockerExtras};
+use crate::node_e2e_support::cluster::apply_with;
 use crate::node_e2e_support::{peer, start_bridge, tail, MIRRORED_HOSTS, SANDBOX_IMAGE};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -161,17 +162,7 @@ impl TestCluster {
 
     /// `kubectl apply -f -` of `yaml`.
     pub fn apply(&self, yaml: &str) {
-        use std::io::Write;
-        let mut child = self
-            .kubectl(&["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "kubectl apply:\n{yaml}\n{}", String::from_utf8_lossy(&output.stderr));
+        apply_with(self.kubectl(&["apply", "-f", "-"]), yaml);
     }
 
     /// Waits up to `limit` for `ready`, failing with the kubelets' and the control plane's logs.

@@ -119,18 +119,19 @@ impl Cluster {
 
     /// Applies a manifest (YAML or JSON).
     pub fn apply(&self, manifest: &str) {
-        let mut child = self
-            .kubectl(&["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl apply");
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
-        let Output { status, stderr, .. } = child.wait_with_output().unwrap();
-        assert!(status.success(), "kubectl apply: {}\n{manifest}", String::from_utf8_lossy(&stderr));
+        apply_with(self.kubectl(&["apply", "-f", "-"]), manifest);
     }
+}
+
+/// Runs `kubectl` (an `apply -f -` command) with `manifest` on its standard input; it must
+/// succeed.
+pub fn apply_with(mut kubectl: Command, manifest: &str) {
+    let mut child =
+        kubectl.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("run kubectl apply");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
+    let Output { status, stderr, .. } = child.wait_with_output().unwrap();
+    assert!(status.success(), "kubectl apply: {}\n{manifest}", String::from_utf8_lossy(&stderr));
 }
 
 impl Drop for Cluster {
