@@ -98,6 +98,74 @@ async fn cluster_commands_on_each_backend() {
     drop(node);
 }
 
+/// `kubectl port-forward pod/POD :8080`, then `curl /hostname` through it: the pod's name, or
+/// what curl and kubectl said.
+fn port_forward_once(cluster: &Cluster, pod: &str) -> Result<(), String> {
+    let mut forward = cluster
+        .kubectl(&["port-forward", &format!("pod/{pod}"), ":8080"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut forward_out = BufReader::new(forward.stdout.take().unwrap());
+    let mut line = String::new();
+    forward_out.read_line(&mut line).unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("Forwarding from 127.0.0.1:")
+        .and_then(|rest| rest.split(' ').next())
+        .map(str::to_string);
+    let hostname = port.as_ref().map(|port| {
+        Command::new("curl")
+            .args(["-sf", "--max-time", "20"])
+            .arg(format!("http://127.0.0.1:{port}/hostname"))
+            .output()
+            .unwrap()
+    });
+    let _ = forward.kill();
+    let _ = forward.wait();
+    match hostname {
+        Some(output) if String::from_utf8_lossy(&output.stdout) == pod => Ok(()),
+        answer => {
+            // What kubectl heard from the kubelet and the runtime's streaming server says why.
+            let mut said = String::new();
+            let _ = forward.stderr.take().unwrap().read_to_string(&mut said);
+            Err(format!("{pod}: through port-forward ({line:?}): {answer:?}; kubectl port-forward said {said:?}"))
+        }
+    }
+}
+
+/// Port-forward to a pod on Docker (cri-dockerd), 10 times directly and 10 times through
+/// cri-bridge: whether its failures are cri-dockerd's or cri-bridge's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "an experiment: cargo test --test node_cluster -- --ignored port_forward_to_docker --nocapture"]
+async fn port_forward_to_docker_directly_and_through_cri_bridge() {
+    let mut failures = Vec::new();
+    for through in [false, true] {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/node-e2e/port-forward-{through}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let node = Node::start(&Runtime::CriDockerd, through, &dir).await;
+        tokio::task::block_in_place(|| {
+            let cluster = Cluster::start(&node, &dir);
+            let node_name = cluster.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+            cluster.apply(&pod_manifest("on-docker", None, &node.registry, &node_name));
+            cluster.kubectl_ok(&["wait", "--for=condition=Ready", "--timeout=180s", "pod/on-docker"]);
+            for attempt in 0..10 {
+                let result = port_forward_once(&cluster, "on-docker");
+                eprintln!("through cri-bridge {through}, attempt {attempt}: {result:?}");
+                if let Err(why) = result {
+                    failures.push(format!("through cri-bridge {through}: {why}"));
+                }
+            }
+            cluster.kubectl_ok(&["delete", "pod", "on-docker", "--wait=true", "--timeout=120s"]);
+        });
+        drop(node);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// exec (with and without a tty), logs -f, attach, port-forward and cp on `pod`.
 fn check_commands(cluster: &Cluster, pod: &str) {
     // exec, no tty: stdout and the exit code come back.
@@ -182,34 +250,8 @@ fn check_commands(cluster: &Cluster, pod: &str) {
     let _ = attach.wait();
 
     // port-forward: a local port reaches the pod's 8080 (agnhost answers /hostname with the pod's).
-    let mut forward = cluster
-        .kubectl(&["port-forward", &format!("pod/{pod}"), ":8080"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut forward_out = BufReader::new(forward.stdout.take().unwrap());
-    let mut line = String::new();
-    forward_out.read_line(&mut line).unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("Forwarding from 127.0.0.1:")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("{pod}: kubectl port-forward said {line:?}"))
-        .to_string();
-    let hostname = Command::new("curl")
-        .args(["-sf", "--max-time", "20"])
-        .arg(format!("http://127.0.0.1:{port}/hostname"))
-        .output()
-        .unwrap();
-    let _ = forward.kill();
-    let _ = forward.wait();
-    if String::from_utf8_lossy(&hostname.stdout) != pod {
-        // What kubectl heard from the kubelet and the runtime's streaming server says why.
-        let mut said = String::new();
-        let _ = forward.stderr.take().unwrap().read_to_string(&mut said);
-        panic!("{pod}: through port-forward: {hostname:?}; kubectl port-forward said {said:?}");
+    if let Err(why) = port_forward_once(cluster, pod) {
+        panic!("{why}");
     }
 
     // cp, both ways: the bytes (a mode and a binary byte included) come back the same.
