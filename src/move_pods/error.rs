@@ -6,6 +6,8 @@
 pub enum MoveError {
     #[error("--from {0}")]
     From(String),
+    #[error("--node: {0}")]
+    Node(String),
     #[error("the kubeconfig: {0}")]
     Kubeconfig(String),
     #[error(

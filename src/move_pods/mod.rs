@@ -65,9 +65,7 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
     let (from, default) = backends(config, &options.from)?;
     let node = match &options.node {
         Some(node) => node.clone(),
-        None => {
-            hostname().ok_or_else(|| MoveError::From("--node: the hostname could not be read; name the node".into()))?
-        }
+        None => hostname().ok_or_else(|| MoveError::Node("the hostname could not be read; name the node".into()))?,
     };
     let options = &Options { node: Some(node.clone()), ..options.clone() };
     let mut progress = Progress { out, start: Instant::now(), moved: 0 };
