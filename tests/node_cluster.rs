@@ -50,8 +50,8 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "port-forward to the cri-dockerd pod fails in 2 of 3 runs (curl: empty reply, then kubectl \
-            port-forward exits); run by hand: cargo test --test node_cluster -- --ignored"]
+#[ignore = "not in CI: port-forward to the cri-dockerd pod failed in 2 of 5 runs, cause not found (the last 3 \
+            passed); run by hand: cargo test --test node_cluster -- --ignored cluster_commands"]
 async fn cluster_commands_on_each_backend() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/node-e2e/cluster-commands");
     let _ = std::fs::remove_dir_all(&dir);
