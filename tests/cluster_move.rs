@@ -445,7 +445,8 @@ async fn a_node_moves_off_docker_with_no_failed_request_and_no_cordon() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let blocked = tokio::task::block_in_place(|| {
         let mut mover = Mover::start(&cluster, &kubeconfig, &log);
-        mover.wait_for("waiting to evict", Duration::from_secs(60));
+        // The DaemonSet's pod goes first (its name sorts first); its replacement is waited for.
+        mover.wait_for("waiting to evict", Duration::from_secs(180));
         std::thread::sleep(Duration::from_secs(12));
         mover.stop()
     });

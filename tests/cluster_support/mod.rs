@@ -312,8 +312,29 @@ impl Drop for ClusterNode {
     }
 }
 
+impl TestCluster {
+    /// What a failed test needs to be understood from CI's output alone: the pods, the events,
+    /// and the tails of node-a's kubelet and cri-bridge logs.
+    fn report_failure(&self) {
+        let pods = self.kubectl_output(&["get", "pods", "-A", "-o", "wide"]).unwrap_or_else(|e| e);
+        let events = self.kubectl_output(&["get", "events", "-A", "--sort-by=.lastTimestamp"]).unwrap_or_else(|e| e);
+        let events: Vec<&str> = events.lines().collect();
+        eprintln!(
+            "--- the cluster when the test failed ---\n{pods}\n--- the last 40 events ---\n{}\n\
+             --- node-a's kubelet ---\n{}\n--- node-a's cri-bridge ---\n{}\n--- node-b's kubelet ---\n{}\n---",
+            events[events.len().saturating_sub(40)..].join("\n"),
+            tail(&self.a.dir.join("kubelet.log"), 60),
+            tail(&self.a.bridge_log, 30),
+            tail(&self.b.dir.join("kubelet.log"), 20),
+        );
+    }
+}
+
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.report_failure();
+        }
         if let Some(mut proxy) = self.kube_proxy.take() {
             let _ = proxy.kill();
             let _ = proxy.wait();
