@@ -46,16 +46,20 @@
 //!   `compare passthrough` and `compare translating`, so that a change's cost is
 //!   measured in one run;
 //! - `LOAD_PEERS`: a comma-separated list of peer-name prefixes to measure (say, to profile one);
-//! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a real containerd (one that
-//!   serves v1 and v1alpha2, e.g. 1.6 or 1.7) directly, through cri-bridge passing through
-//!   (`--backend-version v1`), translating (`--backend-version v1alpha2`) and through socat;
-//!   Version workloads only, and without runtime CPU (containerd is not our child);
+//! - `LOAD_CONTAINERDS`: real containerds, each started here on a config of its own and measured
+//!   directly, through cri-bridge passing through (`--backend-version v1`) and, where it serves
+//!   v1alpha2, translating (`--backend-version v1alpha2`), through socat and through nginx, with
+//!   `Version` only (`load/containerd.rs`). Unset, `cargo bench` starts the ones `.ci/run` leaves:
+//!   Debian's containerd 1.6.20 and containerd 2.4.2 from `target/peers`; `none` for none;
+//! - `LOAD_CONTAINERD=/run/containerd/containerd.sock`: also measure a containerd already running
+//!   (one that serves v1 and v1alpha2), the same way, without runtime CPU (it is not our child);
 //! - cri-bridge inherits the environment (without `RUST_LOG`; it logs at info to a file in the
 //!   temp dir), so e.g. `CRI_BRIDGE_WORKER_THREADS` reaches it.
 //!
 //! Run as a test (`cargo test --benches`, no `--bench` argument), it makes one short round as a
 //! smoke test, unless `LOAD_SECONDS` or `LOAD_ROUNDS` say otherwise.
 
+mod containerd;
 #[path = "../support/load_client.rs"]
 mod load_client;
 #[path = "../support/load_proc.rs"]
@@ -94,6 +98,8 @@ struct Settings {
     rounds: usize,
     /// The window as the user gave it, for the header.
     seconds_text: String,
+    /// `cargo bench` rather than the smoke run of `cargo test --benches`.
+    benching: bool,
 }
 
 impl Settings {
@@ -110,7 +116,7 @@ impl Settings {
         };
         assert!(seconds > 0.0 && rounds > 0, "LOAD_SECONDS and LOAD_ROUNDS must be positive");
         let window = Duration::from_secs_f64(seconds);
-        Settings { window, warm_up: (window / 20).min(Duration::from_millis(200)), rounds, seconds_text }
+        Settings { window, warm_up: (window / 20).min(Duration::from_millis(200)), rounds, seconds_text, benching }
     }
 }
 
@@ -118,7 +124,7 @@ fn benchmark() {
     let settings = Settings::from_env();
     let containerd = std::env::var_os("LOAD_CONTAINERD").map(PathBuf::from);
     let ticks_per_second = load_proc::clock_ticks_per_second();
-    let setup = start(containerd);
+    let setup = start(containerd, containerd::selected(settings.benching));
     let client = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let (results, connections) = client.block_on(run_rounds(&setup.peers, &settings, ticks_per_second));
     // Report while the connections, and so socat's per-connection children, are still there.

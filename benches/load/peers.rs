@@ -1,7 +1,8 @@
 //! The peers the load client talks to, and the processes behind them: the in-memory runtimes,
-//! cri-bridge (this build's, `LOAD_BRIDGE_BIN`'s, `LOAD_COMPARE_BIN`'s), socat, and a real
-//! containerd (`LOAD_CONTAINERD`).
+//! cri-bridge (this build's, `LOAD_BRIDGE_BIN`'s, `LOAD_COMPARE_BIN`'s), socat, nginx, and real
+//! containerds (started here, `LOAD_CONTAINERDS`; or one already running, `LOAD_CONTAINERD`).
 
+use crate::containerd::Containerd;
 use crate::load_proc::{self, Child};
 use crate::workload::Workload;
 use crate::{CONTAINERS, CONTAINERS_ENV, SOCKET_ENV, VERSION_ENV};
@@ -138,9 +139,10 @@ fn start_socat(dir: &Path, label: &str, backend: &Path) -> (Child, PathBuf) {
     (child, socket)
 }
 
-pub fn start(containerd: Option<PathBuf>) -> Setup {
+pub fn start(containerd: Option<PathBuf>, containerds: Vec<Containerd>) -> Setup {
     let dir = load_proc::TempDir::new("cri-bridge-load");
     let mut children = Vec::new();
+    let mut runtimes = Vec::new();
     let mut peers = Vec::new();
     let mut add = |peer: Peer| {
         peers.push(peer);
@@ -247,39 +249,69 @@ pub fn start(containerd: Option<PathBuf>) -> Setup {
         eprintln!("nginx is not installed (e.g. apt-get install nginx): skipping the `nginx grpc_pass v1` peer");
     }
 
-    if let Some(containerd) = containerd {
-        add_containerd_peers(&dir.0, &containerd, &mut peers, &mut children);
+    if let Some(socket) = containerd {
+        add_containerd_peers(&dir.0, "containerd", &socket, None, true, &mut peers, &mut children);
     }
+    for containerd in containerds {
+        let name = containerd.name();
+        let (runtime, socket) = containerd.start(&dir.0, &name.replace([' ', '.'], "-"));
+        let pid = Some(runtime.pid);
+        add_containerd_peers(&dir.0, &name, &socket, pid, containerd.serves_v1alpha2, &mut peers, &mut children);
+        // Dropped after the proxies in front of it.
+        runtimes.push(runtime);
+    }
+    children.extend(runtimes);
     children.extend([v1_runtime, v1alpha2_runtime]);
     Setup { peers, _children: children, _dir: dir }
 }
 
-/// A real containerd at `socket`: direct, through cri-bridge both ways, through socat.
-fn add_containerd_peers(dir: &Path, socket: &Path, peers: &mut Vec<Peer>, children: &mut Vec<Child>) {
+/// A real containerd at `socket` (`runtime`: its pid, when it is our child): direct, through
+/// cri-bridge passing through and (if it serves v1alpha2) translating, through socat and nginx.
+fn add_containerd_peers(
+    dir: &Path,
+    name: &str,
+    socket: &Path,
+    runtime: Option<u32>,
+    serves_v1alpha2: bool,
+    peers: &mut Vec<Peer>,
+    children: &mut Vec<Child>,
+) {
     let direct = peers.len();
-    let peer = |name: &str, socket: PathBuf, baseline: Option<usize>, proxy: Option<u32>| Peer {
-        name: format!("containerd {name}"),
+    let label = name.replace([' ', '.'], "-");
+    let peer = |peer_name: &str, socket: PathBuf, baseline: Option<usize>, proxy: Option<u32>| Peer {
+        name: format!("{name} {peer_name}"),
         socket,
         package: "runtime.v1",
         baseline,
         proxy,
-        runtime: None,
+        runtime,
         workloads: Workload::VERSION_ONLY,
         containers: 0,
     };
     peers.push(peer("direct v1", socket.to_path_buf(), None, None));
-    let (passthrough, passthrough_socket) = start_bridge(dir, "containerd-passthrough", socket, Some("v1"));
+    let (passthrough, passthrough_socket) = start_bridge(dir, &format!("{label}-passthrough"), socket, Some("v1"));
     peers.push(peer("passthrough v1->v1", passthrough_socket, Some(direct), Some(passthrough.pid)));
-    let (translating, translating_socket) = start_bridge(dir, "containerd-translating", socket, Some("v1alpha2"));
-    peers.push(peer("translating v1->v1alpha2", translating_socket, Some(direct), Some(translating.pid)));
-    children.extend([passthrough, translating]);
+    children.push(passthrough);
+    // `LOAD_COMPARE_BIN`: another build's passthrough in front of the same containerd.
+    if let Ok(binary) = std::env::var("LOAD_COMPARE_BIN") {
+        let label = format!("{label}-compare-passthrough");
+        let (compare, compare_socket) = start_bridge_binary(&binary, dir, &label, socket, Some("v1"), &[]);
+        peers.push(peer("compare passthrough v1->v1", compare_socket, Some(direct), Some(compare.pid)));
+        children.push(compare);
+    }
+    if serves_v1alpha2 {
+        let (translating, translating_socket) =
+            start_bridge(dir, &format!("{label}-translating"), socket, Some("v1alpha2"));
+        peers.push(peer("translating v1->v1alpha2", translating_socket, Some(direct), Some(translating.pid)));
+        children.push(translating);
+    }
     if socat_installed() {
-        let (socat, socat_socket) = start_socat(dir, "containerd-socat", socket);
+        let (socat, socat_socket) = start_socat(dir, &format!("{label}-socat"), socket);
         peers.push(peer("socat v1", socat_socket, Some(direct), Some(socat.pid)));
         children.push(socat);
     }
     if nginx_installed() {
-        let (nginx, nginx_socket) = start_nginx(dir, "containerd-nginx", socket);
+        let (nginx, nginx_socket) = start_nginx(dir, &format!("{label}-nginx"), socket);
         peers.push(peer("nginx grpc_pass v1", nginx_socket, Some(direct), Some(nginx.pid)));
         children.push(nginx);
     }

@@ -37,7 +37,7 @@ pub fn print_report(setup: &Setup, results: &Results, settings: &Settings) {
         settings.rounds
     );
     println!(
-        "{:<28} {:<36} {:>9} {:>6} {:>8} {:>8} {:>8} {:>8} {:>17} {:>19} {:>7}",
+        "{:<28} {:<44} {:>9} {:>6} {:>8} {:>8} {:>8} {:>8} {:>17} {:>19} {:>7}",
         "workload",
         "peer",
         "calls/s",
@@ -65,7 +65,7 @@ pub fn print_report(setup: &Setup, results: &Results, settings: &Settings) {
             let added_p50 = baseline.and_then(|b| paired_median(samples, b, |s, b| s.p50_us - b.p50_us));
             let (calls, errors) = samples.iter().fold((0, 0), |(c, e), s| (c + s.calls, e + s.errors));
             println!(
-                "{:<28} {:<36} {} {} {} {} {} {} {} {} {:>7}",
+                "{:<28} {:<44} {} {} {} {} {} {} {} {} {:>7}",
                 workload.name(),
                 peer.name,
                 cell(of(|s| s.calls_per_second), 0, 9),
@@ -87,8 +87,11 @@ pub fn print_report(setup: &Setup, results: &Results, settings: &Settings) {
             }
         }
     }
-    let containerd =
-        if setup.peers.iter().any(|p| p.runtime.is_none()) { "; containerd peers: containerd direct v1" } else { "" };
+    let containerd = if setup.peers.iter().any(|p| p.name.starts_with("containerd")) {
+        "; each containerd's peers: that containerd's direct v1"
+    } else {
+        ""
+    };
     println!(
         "(medians over rounds; ratio = calls/s ÷ the baseline's, +p50 = p50 − the baseline's, paired by round; \
          baselines: direct v1 for passthrough and socat, direct v1alpha2 for translating{containerd})"
