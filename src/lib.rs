@@ -69,6 +69,7 @@ pub mod holdings;
 pub mod http2;
 pub mod memory;
 pub mod metrics;
+#[cfg(feature = "move")]
 pub mod move_pods;
 pub mod node;
 pub mod observers;

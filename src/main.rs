@@ -60,7 +60,8 @@ enum Command {
     /// their manifests. No cordon: replacements on this node run on the default backend. Ends
     /// when the backend holds no sandbox (exit 0); stops, leaving every pod running, on the
     /// first pod that does not come back Ready or when the API server or a backend does not
-    /// answer (exit 1): run again to go on.
+    /// answer (exit 1): run again to go on. (Not in the static binary: `cargo build` builds it.)
+    #[cfg(feature = "move")]
     Move {
         /// The config file.
         #[arg(long, default_value = "/etc/cri-bridge/config.yaml")]
@@ -162,6 +163,7 @@ fn main() -> ExitCode {
                 false => ExitCode::from(3),
             }
         }
+        #[cfg(feature = "move")]
         Command::Move { config, options } => {
             let config = match Config::load(&config) {
                 Ok(config) => config,
@@ -210,6 +212,8 @@ fn proxy_runtime() -> Result<tokio::runtime::Runtime, String> {
             builder
         }
     };
+    // An experiment of issue 50, off unless asked for (`relay::socket`).
+    cri_bridge::relay::socket::set_read_watched(std::env::var_os("CRI_BRIDGE_READ_WATCHED").is_some_and(|v| v == "1"));
     builder.enable_all().build().map_err(|e| format!("cannot start the tokio runtime: {e}"))
 }
 

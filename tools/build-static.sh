@@ -12,6 +12,8 @@
 # (getpwnam, getgrnam, getaddrinfo): cri-bridge needs none. listen.group is read from /etc/group
 # by cri-bridge itself (src/frontend.rs), metrics.listen is a numeric address, and the endpoints
 # are unix sockets; tools/check-package.sh checks that glibc's NSS code is not linked in.
+# `cri-bridge move` is left out (`--no-default-features`, Cargo.toml's `move` feature): its
+# Kubernetes client resolves the API server's name and reads the home directory through NSS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +27,7 @@ target=x86_64-unknown-linux-gnu
 # Symbols stripped, as Debian wants its binaries (about 2.5 of 11.5 MB): a panic still names its
 # file and line, a backtrace no longer its functions.
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
-  cargo build --release --locked --target "$target" --target-dir target/static --bin cri-bridge
+  cargo build --release --locked --no-default-features --target "$target" --target-dir target/static --bin cri-bridge
 
 built=target/static/$target/release/cri-bridge
 # A dynamically linked file must never leave here under a "-static" name.

@@ -8,6 +8,8 @@
 //! - [`upstream`]: an HTTP/2 connection to the runtime (each client connection has its own).
 //! - [`answer`]: the caller's side of one call, sent as the caller's flow control allows.
 //! - [`message`]: gRPC's length-prefixed messages: a request gathered, an answer metered or cut.
+//! - [`socket`]: the connections' unix sockets; watched for reading only (no wake-up for each
+//!   write the peer has read) with `CRI_BRIDGE_READ_WATCHED=1`, an experiment of issue 50.
 //!
 //! What a call costs on this path (the forwarder, `forward.rs`, decides what is done):
 //! HTTP/2 in (`h2`), one hash lookup for the RPC, the request's one message gathered (a single
@@ -35,6 +37,7 @@ pub mod admission;
 pub mod answer;
 pub mod message;
 pub mod serve;
+pub mod socket;
 pub mod upstream;
 
 pub use serve::serve;

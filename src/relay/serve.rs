@@ -184,7 +184,12 @@ async fn connection<C: Calls>(
     // calls pay only a count.
     let (client, held) = calls.connected(&stream);
     let activity = admitted.activity().clone();
-    terminated(FrontDoor::new(stream).with_budget(held), calls, client, activity, limits, stopping).await;
+    match super::socket::hot(stream) {
+        Ok(socket) => {
+            terminated(FrontDoor::new(socket).with_budget(held), calls, client, activity, limits, stopping).await
+        }
+        Err(error) => tracing::debug!(%error, "a client connection could not be registered for reading"),
+    }
     drop(admitted);
 }
 

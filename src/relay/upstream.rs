@@ -137,6 +137,7 @@ impl Upstream {
         let number = self.made.fetch_add(1, Ordering::SeqCst) + 1;
         self.changed.notify_one();
         let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(UpstreamError::Connect)?;
+        let stream = super::socket::hot(stream).map_err(UpstreamError::Connect)?;
         let (send, connection) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
