@@ -13,7 +13,13 @@
 //! Off by default until it is measured on a quiet machine (docs/performance.md, issue 50):
 //! `CRI_BRIDGE_READ_WATCHED=1` (read by `main`) turns it on; otherwise the sockets are tokio's.
 
+use std::io::{self, IoSlice, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{ready, Context, Poll};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio_util::either::Either;
 
 static READ_WATCHED: AtomicBool = AtomicBool::new(false);
@@ -35,13 +41,7 @@ pub fn hot(stream: tokio::net::UnixStream) -> io::Result<HotSocket> {
     }
 }
 
-use std::io::{self, IoSlice, Read, Write};
-use std::os::unix::net::UnixStream;
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-
+/// A socket registered for reading alone (see the module's doc).
 pub struct ReadWatched {
     socket: AsyncFd<UnixStream>,
     /// While a write would block: the same socket, registered for writability.
