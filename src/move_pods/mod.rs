@@ -79,7 +79,9 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
     ));
     let mut settling = Settling::default();
     loop {
-        let sandboxes = old_sandboxes(config, &options.from).await?;
+        // Every backend asked once a round; the round's steps all go by that answer.
+        let held = holdings(config).await;
+        let sandboxes = old_sandboxes(&held, &options.from)?;
         let steps = plan::plan(&sandboxes, &cluster::pods_on_node(&client, &node).await?);
         if options.dry_run {
             return dry_run(&client, &steps, &mut progress).await;
@@ -97,7 +99,7 @@ pub async fn run(config: &Config, options: &Options, out: &mut dyn Write) -> Res
         } else if let Some(pod) = restart {
             progress.say(&format!("{to_move} to move"));
             restart_static(&client, config, options, &pod, &mut progress).await?;
-        } else if remove_kept(config, options, &steps, &mut progress).await? {
+        } else if remove_kept(config, options, &held, &steps, &mut progress).await? {
             // Removed a stopped sandbox the kubelet would have kept: look again.
         } else if settling.done(&steps, options, &mut progress)? {
             progress.say(&format!(
@@ -141,17 +143,16 @@ fn backends(config: &Config, from: &str) -> Result<(String, (String, String)), M
     Ok((old.endpoint.to_string(), (default.name.clone(), default.endpoint.to_string())))
 }
 
-/// What the old backend holds now, asked of its runtime.
-async fn old_sandboxes(config: &Config, from: &str) -> Result<Vec<OldSandbox>, MoveError> {
-    let held = holdings(config).await;
-    let old = held.into_iter().find(|h| h.name == from).expect("backends() checked the name");
-    match old.runtime {
+/// What the old backend holds, of what every backend's runtime was asked this round.
+fn old_sandboxes(held: &[Holding], from: &str) -> Result<Vec<OldSandbox>, MoveError> {
+    let old = held.iter().find(|h| h.name == from).expect("backends() checked the name");
+    match &old.runtime {
         Ok(_) => Ok(old
             .sandboxes
-            .into_iter()
-            .map(|s| OldSandbox { id: s.id, pod: s.pod, uid: s.uid, ready: s.ready })
+            .iter()
+            .map(|s| OldSandbox { id: s.id.clone(), pod: s.pod.clone(), uid: s.uid.clone(), ready: s.ready })
             .collect()),
-        Err(why) => Err(MoveError::Backend { backend: from.to_string(), why }),
+        Err(why) => Err(MoveError::Backend { backend: from.to_string(), why: why.clone() }),
     }
 }
 
@@ -337,18 +338,19 @@ async fn restart_static(
 
 /// Removes each stopped sandbox of the old backend whose pod runs, ready, on another backend now:
 /// the kubelet keeps the last stopped sandbox of a pod that lives (a static pod restarted under
-/// its UID), so nothing else would. Whether any was removed.
+/// its UID), so nothing else would; `held` is this round's answer of every backend. Whether any
+/// was removed.
 async fn remove_kept(
     config: &Config,
     options: &Options,
+    held: &[Holding],
     steps: &[Step],
     progress: &mut Progress<'_>,
 ) -> Result<bool, MoveError> {
-    let held = holdings(config).await;
     let mut removed = false;
     for step in steps {
         let Step::Leftover(sandbox) = step else { continue };
-        let Some(now_on) = backend_holding(&held, &sandbox.uid).filter(|b| *b != options.from) else { continue };
+        let Some(now_on) = backend_holding(held, &sandbox.uid).filter(|b| *b != options.from) else { continue };
         crate::holdings::remove_sandbox(config, &options.from, &sandbox.id)
             .await
             .map_err(|why| MoveError::Backend { backend: options.from.clone(), why })?;
