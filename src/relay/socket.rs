@@ -47,10 +47,10 @@ pub struct ReadWatched {
     /// While a write would block: the same socket, registered for writability.
     blocked: Option<AsyncFd<UnixStream>>,
     /// How much of the caller's buffer the next read offers. Safe code must zero what it offers
-    /// the kernel, and h2 offers its whole read buffer (hundreds of KiB once a large answer has
-    /// passed): zeroing all of it was 10,000 instructions a read, more than the rest of a call's
-    /// reading. So a read offers [`FIRST_READ`]; only after a read that filled it (a large
-    /// message is arriving) does the next offer all the room there is.
+    /// the kernel, and a reader may offer its whole buffer (h2's grows to hundreds of KiB once a
+    /// large answer has passed), which would be zeroed again on every read of a 100-byte answer.
+    /// So a read offers [`FIRST_READ`]; only after a read that filled it (a large message is
+    /// arriving) does the next offer all the room there is.
     offer: usize,
 }
 
