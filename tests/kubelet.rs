@@ -41,7 +41,7 @@
 
 mod containerd_support;
 
-use containerd_support::{unmount_under, Build, Containerd, BUSYBOX_IMAGE};
+use containerd_support::{program_port, unmount_under, Build, Containerd, BUSYBOX_IMAGE};
 use cri_bridge::api::{v1, v1alpha2};
 use cri_bridge::CriVersion;
 use serde_json::{json, Value};
@@ -292,10 +292,6 @@ fn path_without_iptables(dir: &Path) -> PathBuf {
         }
     }
     bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -658,7 +654,7 @@ impl Run {
             Via::Direct => (Stopped(None), containerd.socket.clone(), dir.join("bridge.log")),
         };
 
-        let ports = (free_port(), free_port(), free_port());
+        let ports = (program_port(), program_port(), program_port());
         let config = dir.join("kubelet.yaml");
         let config_json = kubelet_config(&dir, &endpoint, &format!("/{cgroup_root}"), ports);
         fs::write(&config, serde_json::to_vec_pretty(&config_json).unwrap()).unwrap();

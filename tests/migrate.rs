@@ -45,7 +45,7 @@
 mod docker_support;
 
 use cri_bridge::api::v1;
-use docker_support::containerd_support::{Build, Containerd};
+use docker_support::containerd_support::{program_port, Build, Containerd};
 use docker_support::{unmount_under, Docker};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -329,10 +329,6 @@ fn path_without_iptables(dir: &Path) -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
@@ -499,9 +495,9 @@ impl Kubelet {
             dir: footprint.dir.clone(),
             node_name: footprint.node_name.clone(),
             cgroup_root: format!("/{}", footprint.cgroup_root),
-            port: free_port(),
-            read_only_port: free_port(),
-            healthz_port: free_port(),
+            port: program_port(),
+            read_only_port: program_port(),
+            healthz_port: program_port(),
             log: footprint.dir.join("kubelet.log"),
             child: Stopped(None),
             starts: 0,

@@ -179,6 +179,28 @@ impl Build {
 
 /// What the tests need on the machine besides containerd itself: fail (never skip) with how
 /// to get it.
+/// A free TCP port on 127.0.0.1 for a program this test starts (a kubelet's ports), chosen below
+/// the kernel's ephemeral range. A port taken from the ephemeral range (bind to port 0, then let
+/// go) could be handed to another program binding port 0 before ours bound it; containerd's
+/// streaming server does that, and a kubelet once failed with "bind: address already in use".
+/// Unique within this test process; each test binary starts in a block of its own.
+pub fn program_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const BLOCK: u32 = 400;
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let ephemeral_from: u32 = range.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or(32768);
+    let low = ephemeral_from.saturating_sub(12_000).max(1024);
+    let base = low + (std::process::id() % 25) * BLOCK;
+    for _ in 0..BLOCK {
+        let port = base + NEXT.fetch_add(1, Ordering::Relaxed) % BLOCK;
+        let port = u16::try_from(port).expect("below the ephemeral range, which ends under 65536");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 127.0.0.1:{base}..{}", base + BLOCK);
+}
+
 pub fn require_prerequisites() {
     let missing: Vec<&str> =
         ["runc", "tar", "sha256sum", "umount"].into_iter().filter(|command| find_in_path(command).is_none()).collect();
