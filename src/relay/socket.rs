@@ -10,7 +10,8 @@
 //! a write is tried at once, and only a write that would block (the peer reads nothing) waits
 //! for writability, on a second descriptor of the same socket registered for that wait alone.
 //!
-//! Off by default until it is measured on a quiet machine (docs/performance.md, issue 50):
+//! Off by default: measured quietly, it took one sleep a call away (3 to 2) but its calls per
+//! second stayed within the spread of one build (docs/performance.md, issue 50).
 //! `CRI_BRIDGE_READ_WATCHED=1` (read by `main`) turns it on; otherwise the sockets are tokio's.
 
 use std::io::{self, IoSlice, Read, Write};
